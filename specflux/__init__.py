@@ -1,0 +1,3 @@
+"""specflux: markdown-native task state for AI coding-agent work."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,244 @@
+"""The dependency graph between tasks, and chain wiring: upstream outputs into downstream inputs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+from .document import Edit, Region, TaskDocument, apply_edits
+from .errors import SpecfluxError
+from .outline import content_end, line_end
+from .render import render_chain_input
+from .workspace import natural_key
+
+if TYPE_CHECKING:
+    from .files import ChangeSet
+    from .store import TaskStateManager
+
+_LINK_LINE = re.compile(r"\[Full chain output\]\(")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    task_id: str
+    title: str
+    summary: str
+    downstream: str
+    link: str  # relative to the downstream file (both live in task-states/)
+
+
+class GraphError(SpecfluxError):
+    """Unknown dependencies or cycles."""
+
+
+# --------------------------------------------------------------------- the graph
+
+
+@dataclass
+class Graph:
+    deps: dict[str, list[str]]  # task -> its dependencies, as written
+    status: dict[str, str]
+    titles: dict[str, str]
+
+    @classmethod
+    def load(cls, manager: "TaskStateManager") -> "Graph":
+        """Every task's dependencies; a broken file is an error, never silently skipped."""
+        deps, status, titles = {}, {}, {}
+        for row in manager.summaries():
+            if row.error is not None:
+                raise row.error
+            deps[row.id], status[row.id], titles[row.id] = row.dependencies, row.status, row.title
+        return cls(deps, status, titles)
+
+    def unknown(self) -> list[tuple[str, str]]:
+        """(task, dependency) pairs naming a task that does not exist."""
+        return [(t, d) for t, ds in self.deps.items() for d in ds if d not in self.deps]
+
+    def cycles(self) -> list[list[str]]:
+        """Each dependency cycle once, as the list of tasks around it."""
+        found: list[list[str]] = []
+        seen_in_cycle: set[str] = set()
+        state: dict[str, int] = {}  # 1 visiting, 2 done
+
+        def visit(node: str, path: list[str]) -> None:
+            state[node] = 1
+            path.append(node)
+            for dep in self.deps.get(node, []):
+                if dep not in self.deps:
+                    continue
+                if state.get(dep) == 1:
+                    cycle = path[path.index(dep) :]
+                    if not seen_in_cycle.issuperset(cycle):
+                        found.append(cycle)
+                        seen_in_cycle.update(cycle)
+                elif state.get(dep) is None:
+                    visit(dep, path)
+            path.pop()
+            state[node] = 2
+
+        for node in sorted(self.deps, key=natural_key):
+            if node not in state:
+                visit(node, [])
+        return found
+
+    def check(self) -> None:
+        """Raise a GraphError naming every unknown dependency and every cycle."""
+        problems = [f"task {t} depends on task {d}, which does not exist" for t, d in self.unknown()]
+        problems += ["dependency cycle: " + " -> ".join(c + [c[0]]) for c in self.cycles()]
+        if problems:
+            raise GraphError("; ".join(problems))
+
+    def order(self) -> list[str]:
+        """All tasks, every dependency before its dependents; ties in natural id order."""
+        self.check()
+        remaining = {t: {d for d in ds} for t, ds in self.deps.items()}
+        out: list[str] = []
+        while remaining:
+            ready = sorted((t for t, ds in remaining.items() if not ds), key=natural_key)
+            for t in ready:
+                del remaining[t]
+                for ds in remaining.values():
+                    ds.discard(t)
+            out.extend(ready)
+        return out
+
+    def ready(self) -> list[str]:
+        """Tasks not complete whose dependencies are all complete, in dependency order."""
+        return [
+            t
+            for t in self.order()
+            if self.status[t] != "complete" and all(self.status[d] == "complete" for d in self.deps[t])
+        ]
+
+    def mermaid(self) -> str:
+        lines = ["flowchart TD"]
+        for t in sorted(self.deps, key=natural_key):
+            label = f"#{t} {self.titles[t]}".replace('"', "'")
+            lines.append(f'    {node_id(t)}["{label}<br/>{self.status[t]}"]:::{self.status[t]}')
+        for t in sorted(self.deps, key=natural_key):
+            for d in self.deps[t]:
+                lines.append(f"    {node_id(d)} --> {node_id(t)}")
+        lines.append("    classDef complete fill:#E8F5E9,stroke:#2E7D32")
+        lines.append("    classDef in_progress fill:#FFF8E1,stroke:#F9A825")
+        lines.append("    classDef failed fill:#FFEBEE,stroke:#C62828")
+        lines.append("    classDef blocked fill:#FFEBEE,stroke:#C62828")
+        return "\n".join(lines)
+
+
+def node_id(task_id: str) -> str:
+    return "t_" + re.sub(r"[^A-Za-z0-9_]", "_", task_id)
+
+
+# --------------------------------------------------------------------- wiring
+
+
+def upstream_from(task_id: str, doc: TaskDocument) -> Upstream | None:
+    """The chain output a completed task hands downstream, or None while it has none."""
+    out = doc.chain_output()
+    if out is None or doc.status != "complete":
+        return None
+    summary = out.summary or out.body
+    return Upstream(task_id, doc.title[1], summary, out.downstream, f"task-{task_id}-state.md#{anchor(doc, 'chain_output')}")
+
+
+def upstream_of(manager: "TaskStateManager", task_id: str) -> Upstream | None:
+    return upstream_from(task_id, manager.load(task_id))
+
+
+def anchor(doc: TaskDocument, key: str) -> str:
+    """The GitHub-style anchor of a section heading (`## 4. Chain Output` -> `4-chain-output`)."""
+    text = doc.section_heading_for(key).lower()
+    return re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", text).strip())
+
+
+def dependents(manager: "TaskStateManager", task_id: str) -> list[str]:
+    graph = Graph.load(manager)
+    return [t for t in sorted(graph.deps, key=natural_key) if task_id in graph.deps[t]]
+
+
+def _owned_span(doc: TaskDocument, region: Region) -> tuple[int, int]:
+    """The part of a `### From Task` subsection that wiring wrote: heading, quote, link line.
+
+    Anything a person added below it stays where it is.
+    """
+    text = doc.text
+    pos, end = region.body, region.body
+    last = region.start
+    state = "quote"
+    while pos < region.end:
+        line = text[pos : content_end(text, pos)]
+        stripped = line.strip()
+        if state == "quote" and stripped.startswith(">"):
+            last = pos
+        elif not stripped:
+            state = "link" if last != region.start else state
+        elif state == "link" and _LINK_LINE.match(stripped):
+            last = pos
+            break
+        else:
+            break
+        pos = line_end(text, pos)
+    end = content_end(text, last)
+    return region.start, end
+
+
+def wire_into(doc: TaskDocument, upstreams: Iterable[Upstream]) -> str:
+    """The document's text with one `### From Task #<id>` subsection per upstream, refreshed.
+
+    Idempotent: wiring the same output twice changes nothing.
+    """
+    for up in upstreams:
+        block = render_chain_input(up.task_id, up.title, up.summary, up.downstream, up.link)
+        existing = next((r for r in doc.subsections(doc.sections.get("chain_inputs")) if _is_from(r, up.task_id)), None)
+        if existing is None:
+            edit = doc.append_to_section("chain_inputs", block)
+        else:
+            start, end = _owned_span(doc, existing)
+            wanted = block.replace("\n", doc.newline)
+            if doc.text[start:end] == wanted:
+                continue
+            edit = Edit(start, end, wanted)
+        doc = TaskDocument(apply_edits(doc.text, [edit]), doc.path)
+    return doc.text
+
+
+def _is_from(region: Region, task_id: str) -> bool:
+    m = re.match(r"^from\s+task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*?)\s*(?:[:\-–—]|$)", region.heading.text, re.I)
+    return bool(m) and m.group(1) == task_id
+
+
+def wire_dependents(
+    manager: "TaskStateManager", upstream: Upstream | None, targets: Iterable[str], changes: "ChangeSet"
+) -> list[str]:
+    """Write `upstream` into each target's chain inputs; returns the targets whose text changed."""
+    if upstream is None:
+        return []
+    wired = []
+    for target in targets:
+        doc = manager.load(target)
+        text = wire_into(doc, [upstream])
+        if text != doc.text:
+            changes.write(manager.path(target), text)
+            wired.append(target)
+    return wired
+
+
+def wire(manager: "TaskStateManager", task_id: str | None = None) -> list[str]:
+    """Refresh the chain inputs of the tasks depending on `task_id` (or on any task)."""
+    from .store import Outcome
+
+    graph = Graph.load(manager)
+    graph.check()
+    sources = [task_id] if task_id else sorted(graph.deps, key=natural_key)
+    targets = sorted({t for t, ds in graph.deps.items() for s in sources if s in ds}, key=natural_key)
+    outcome = Outcome(task_id or "*")
+    with manager.changing([*targets, *sources], outcome) as pending:
+        ups = {s: upstream_of(manager, s) for s in sources}
+        for target in targets:
+            doc = manager.load(target)
+            wanted = [ups[d] for d in graph.deps[target] if d in ups and ups[d] is not None]
+            text = wire_into(doc, wanted)
+            if text != doc.text:
+                pending.files.write(manager.path(target), text)
+    return [manager.ws.relative(p) for p in outcome.changed]

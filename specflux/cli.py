@@ -1,0 +1,401 @@
+"""The `specflux` command: parse arguments, call the library, print. Nothing else lives here.
+
+argparse rather than typer/rich: `specflux list` must start fast (typer + rich cost ~90 ms of
+imports), and every command's help is still generated from these definitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .errors import SpecfluxError, UsageError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str):
+    def register(fn):
+        COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def emit_json(data) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def notices(outcome) -> None:
+    for line in outcome.notices:
+        print(f"specflux: {line}", file=sys.stderr)
+
+
+def _workspace(args):
+    from .workspace import Workspace
+
+    return Workspace.find(explicit=args.root)
+
+
+def _manager(args, commit: bool = True):
+    from .store import TaskStateManager
+
+    ws = _workspace(args)
+    return TaskStateManager(ws, git=commit and ws.config.commit)
+
+
+# --------------------------------------------------------------------- task-state commands
+
+
+@command("init")
+def cmd_init(args) -> int:
+    from .workspace import Workspace
+
+    ws, created = Workspace.init(Path(args.dir or "."))
+    print(f"{'created' if created else 'already present:'} {ws.dir}")
+    return 0
+
+
+@command("new")
+def cmd_new(args) -> int:
+    manager = _manager(args)
+    outcome = manager.create(
+        args.title,
+        task_id=args.id,
+        epic_id=args.epic,
+        epic_title=args.epic_title,
+        repository=args.repo,
+        dependencies=args.dep or [],
+        requirements=args.req or "",
+        criteria=args.ac or [],
+    )
+    print(outcome.task_id)
+    return 0
+
+
+@command("list")
+def cmd_list(args) -> int:
+    from .views import list_table, summary_json
+
+    manager = _manager(args, commit=False)
+    rows = manager.summaries(args.status)
+    if args.json:
+        emit_json([summary_json(r, manager.ws.relative(r.path)) for r in rows])
+    elif rows:
+        print(list_table(rows))
+    else:
+        print("no tasks" + (f" with status {args.status}" if args.status else "") + " (create one with `specflux new TITLE`)")
+    broken = [r for r in rows if r.error]
+    for r in broken:
+        print(str(r.error), file=sys.stderr)
+    return 1 if broken else 0
+
+
+@command("show")
+def cmd_show(args) -> int:
+    from .views import show_text, task_json
+
+    manager = _manager(args, commit=False)
+    doc = manager.load(args.id)
+    state = doc.to_state(args.id)
+    size = len(doc.text.encode("utf-8"))
+    rel = manager.ws.relative(manager.path(args.id))
+    if args.json:
+        emit_json(task_json(state, rel, size))
+    else:
+        print(show_text(state, rel, size))
+    return 0
+
+
+@command("check")
+def cmd_check(args) -> int:
+    _manager(args).set_checked(args.id, args.n, True)
+    return 0
+
+
+@command("uncheck")
+def cmd_uncheck(args) -> int:
+    _manager(args).set_checked(args.id, args.n, False)
+    return 0
+
+
+@command("session")
+def cmd_session(args) -> int:
+    from .model import SessionInput
+
+    manager = _manager(args)
+    entry = SessionInput(did=args.did, issues=args.issues or "", next=args.next or "")
+    outcome = manager.append_session(args.id, entry, checks=args.check or [], commit=not args.no_commit)
+    notices(outcome)
+    done = f"task {outcome.task_id}: session {outcome.session} recorded"
+    if outcome.commit:
+        done += f" in commit {outcome.commit[:8]}"
+    for line in outcome.archived:
+        done += f"\narchived {line}"
+    print(done)
+    return 0
+
+
+@command("complete")
+def cmd_complete(args) -> int:
+    manager = _manager(args)
+    outcome = manager.complete(args.id, args.summary, args.downstream or "", commit=not args.no_commit)
+    notices(outcome)
+    print(f"task {outcome.task_id}: complete" + (f" in commit {outcome.commit[:8]}" if outcome.commit else ""))
+    for target in outcome.wired:
+        print(f"wired into task {target}")
+    return 0
+
+
+@command("wire")
+def cmd_wire(args) -> int:
+    from .chain import wire
+
+    changed = wire(_manager(args, commit=False), args.id)
+    print("\n".join(f"wired {p}" for p in changed) or "chain inputs are up to date")
+    return 0
+
+
+@command("archive")
+def cmd_archive(args) -> int:
+    from .archive import archive_task
+
+    manager = _manager(args, commit=False)
+    ids = [args.id] if args.id else manager.ws.task_ids()
+    moved = 0
+    for task_id in ids:
+        outcome = archive_task(manager, task_id, force=args.force)
+        notices(outcome)
+        for line in outcome.archived:
+            print(f"task {task_id}: archived {line}")
+            moved += 1
+    if not moved:
+        print("nothing to archive" + ("" if args.force else " (files are under the size limit; --force archives anyway)"))
+    return 0
+
+
+@command("lint")
+def cmd_lint(args) -> int:
+    from .lint import lint_workspace
+    from .workspace import Workspace
+
+    paths = [Path(p) for p in args.paths]
+    try:
+        ws = Workspace.find(explicit=args.root, start=paths[0].resolve().parent if paths else None)
+    except SpecfluxError:
+        if not paths:
+            raise
+        ws = Workspace(paths[0].resolve().parent)
+    problems = lint_workspace(ws, paths)
+    errors = [p for p in problems if p.severity == "error"]
+    if args.json:
+        emit_json({"ok": not errors, "problems": [p.to_json() for p in problems]})
+    else:
+        for p in problems:
+            print(p, file=sys.stderr if p.severity == "error" else sys.stdout)
+        if not errors:
+            print(f"ok: {len(paths) or len(ws.task_ids())} file(s)")
+    return 1 if errors else 0
+
+
+@command("ready")
+def cmd_ready(args) -> int:
+    from .chain import Graph
+
+    graph = Graph.load(_manager(args, commit=False))
+    ready = graph.ready()
+    if args.json:
+        emit_json([{"id": t, "title": graph.titles[t], "status": graph.status[t], "dependencies": graph.deps[t]} for t in ready])
+    else:
+        from .views import table
+
+        print(table(["ID", "STATUS", "TITLE"], [[t, graph.status[t], graph.titles[t]] for t in ready]) if ready else "no task is ready")
+    return 0
+
+
+@command("graph")
+def cmd_graph(args) -> int:
+    from .chain import Graph
+
+    graph = Graph.load(_manager(args, commit=False))
+    graph.check()
+    print(graph.mermaid())
+    return 0
+
+
+@command("log")
+def cmd_log(args) -> int:
+    from .history import task_history
+
+    manager = _manager(args)
+    entries = task_history(manager, args.id)
+    if args.json:
+        emit_json(entries)
+        return 0
+    if not entries:
+        print(f"no commits touch task {args.id} yet")
+        return 0
+    from .views import table
+
+    rows = [[e["commit"][:8], e["date"][:16].replace("T", " "), str(e["session"] or "-"), e["status"] or "-", e["subject"]] for e in entries]
+    print(table(["COMMIT", "DATE", "SESSION", "STATUS", "SUBJECT"], rows))
+    return 0
+
+
+# --------------------------------------------------------------------- agent commands
+
+
+@command("context")
+def cmd_context(args) -> int:
+    from .agent.context import build_context
+
+    manager = _manager(args, commit=False)
+    ctx = build_context(manager, args.id)
+    if args.json:
+        emit_json({"system": ctx.system, "context": ctx.user, "tokens": ctx.tokens, "links": ctx.links})
+    else:
+        print(ctx.system)
+        print()
+        print(ctx.user)
+        print(f"\n[context: ~{ctx.tokens} tokens (estimated offline)]", file=sys.stderr)
+    return 0
+
+
+@command("run")
+def cmd_run(args) -> int:
+    from .agent.session import run_from_args
+
+    return run_from_args(_manager(args, commit=not args.no_commit), args)
+
+
+@command("demo")
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(Path(args.dir) if args.dir else None)
+
+
+# --------------------------------------------------------------------- arguments
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specflux", description="Markdown task state for coding agents: one file per task.")
+    p.add_argument("--root", help="the folder holding .specflux/ (default: search upwards; or SPECFLUX_ROOT)")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def cmd(name, help):
+        return sub.add_parser(name, help=help, description=help)
+
+    s = cmd("init", "create .specflux/ here (in a git repo or not)")
+    s.add_argument("dir", nargs="?")
+
+    s = cmd("new", "create a task from the template; prints its id")
+    s.add_argument("title")
+    s.add_argument("--id")
+    s.add_argument("--epic", help="epic id")
+    s.add_argument("--epic-title")
+    s.add_argument("--repo", help="repository name")
+    s.add_argument("--dep", action="append", metavar="ID", help="a task this one depends on (repeatable)")
+    s.add_argument("--req", metavar="TEXT", help="requirements, 2-5 sentences")
+    s.add_argument("--ac", action="append", metavar="TEXT", help="an acceptance criterion (repeatable)")
+
+    s = cmd("list", "one row per task: id, status, criteria done/total, sessions, size, dependencies, title")
+    s.add_argument("--status", help="only tasks with this status ('broken' for unreadable files)")
+    s.add_argument("--json", action="store_true")
+
+    s = cmd("show", "the parsed task")
+    s.add_argument("id")
+    s.add_argument("--json", action="store_true")
+
+    for name, verb in (("check", "tick"), ("uncheck", "untick")):
+        s = cmd(name, f"{verb} acceptance criteria by 1-based index")
+        s.add_argument("id")
+        s.add_argument("n", nargs="+", type=int, metavar="N")
+
+    s = cmd("session", "append a progress-log session and commit it")
+    s.add_argument("id")
+    s.add_argument("--did", action="append", required=True, metavar="TEXT", help="what was done (repeat for several bullets)")
+    s.add_argument("--issues", metavar="TEXT")
+    s.add_argument("--next", metavar="TEXT")
+    s.add_argument("--check", action="append", type=int, metavar="N", help="also tick criterion N")
+    s.add_argument("--no-commit", action="store_true")
+
+    s = cmd("complete", "write the chain output, set status complete, wire it into dependent tasks, commit")
+    s.add_argument("id")
+    s.add_argument("--summary", required=True)
+    s.add_argument("--downstream", metavar="TEXT", help="API contracts and integration notes for dependent tasks")
+    s.add_argument("--no-commit", action="store_true")
+
+    s = cmd("wire", "refresh the chain inputs of the tasks that depend on ID (or on any task)")
+    s.add_argument("id", nargs="?")
+
+    s = cmd("archive", "move old sessions to .specflux/archives/ by the size rules")
+    s.add_argument("id", nargs="?")
+    s.add_argument("--force", action="store_true", help="archive even under the size limit")
+
+    s = cmd("lint", "validate task files; exit 1 with path:line: message per problem")
+    s.add_argument("paths", nargs="*", metavar="PATH")
+    s.add_argument("--json", action="store_true")
+
+    s = cmd("ready", "tasks whose dependencies are all complete, in dependency order")
+    s.add_argument("--json", action="store_true")
+
+    s = cmd("log", "the task's history from git")
+    s.add_argument("id")
+    s.add_argument("--json", action="store_true")
+
+    cmd("graph", "the dependency graph as a Mermaid flowchart")
+
+    s = cmd("context", "the exact context an agent session on ID receives, with a token estimate")
+    s.add_argument("id")
+    s.add_argument("--json", action="store_true")
+
+    s = cmd("run", "run one agent session on a task")
+    s.add_argument("id")
+    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic")
+    s.add_argument("--cmd", help="the agent command line (--agent command)")
+    s.add_argument("--recording", help="a JSONL recording to replay (--agent replay)")
+    s.add_argument("--model")
+    s.add_argument("--max-turns", type=int)
+    s.add_argument("--token-budget", type=int)
+    s.add_argument("--timeout", type=float, help="seconds before a command agent is stopped")
+    s.add_argument("--no-commit", action="store_true")
+
+    s = cmd("demo", "a complete offline walk-through in a fresh folder")
+    s.add_argument("dir", nargs="?")
+    return p
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return COMMANDS[args.command](args)
+    except SpecfluxError as e:
+        print(f"specflux: {e}" if not e.path else str(e), file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("specflux: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""`.specflux/config.toml`: thresholds and agent settings, with the seed's defaults."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ParseError
+
+
+@dataclass(frozen=True)
+class ArchiveConfig:
+    warn_kb: float = 50
+    archive_kb: float = 75
+    keep_sessions: int = 5
+    suggest_split_sessions: int = 20
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    model: str = "claude-sonnet-4-5"
+    max_turns: int = 40
+    token_budget: int = 400_000
+    max_tokens: int = 8192
+    command_timeout_s: float = 120
+    session_timeout_s: float = 3600
+
+
+@dataclass(frozen=True)
+class Config:
+    archive: ArchiveConfig = field(default_factory=ArchiveConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    commit: bool = True
+
+
+def _section(cls, data: dict[str, Any], path: Path, name: str):
+    known = {f.name: f.type for f in fields(cls)}
+    unknown = set(data) - set(known)
+    if unknown:
+        raise ParseError(f"unknown setting(s) in [{name}]: {', '.join(sorted(unknown))}", path)
+    defaults = cls()
+    for key, value in data.items():
+        want = type(getattr(defaults, key))
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) if want in (int, float) else isinstance(value, want)
+        if not ok:
+            raise ParseError(f"[{name}] {key} must be a {want.__name__}, not {value!r}", path)
+    return cls(**data)
+
+
+def load_config(path: Path) -> Config:
+    """Read the config file; a missing file gives the defaults, a broken one a located error."""
+    if not path.is_file():
+        return Config()
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        line = getattr(e, "lineno", None)
+        raise ParseError(f"config is not valid TOML: {e}", path, line) from None
+    unknown = set(data) - {"archive", "agent", "git"}
+    if unknown:
+        raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
+    git = data.get("git", {})
+    return Config(
+        archive=_section(ArchiveConfig, data.get("archive", {}), path, "archive"),
+        agent=_section(AgentConfig, data.get("agent", {}), path, "agent"),
+        commit=bool(git.get("commit", True)),
+    )
+
+
+DEFAULT_CONFIG = """\
+# specflux settings. Every key is optional; these are the defaults.
+
+[archive]
+warn_kb = 50                 # list and lint warn past this size
+archive_kb = 75              # older sessions move to .specflux/archives/ past this size
+keep_sessions = 5            # sessions kept in full when archiving
+suggest_split_sessions = 20  # suggest decomposing a task past this many sessions
+
+[agent]
+model = "claude-sonnet-4-5"
+max_turns = 40
+token_budget = 400000        # input + output tokens per session
+max_tokens = 8192            # per response
+command_timeout_s = 120      # run_command default timeout
+
+[git]
+commit = true                # commit every session; --no-commit skips one
+"""

@@ -1,0 +1,565 @@
+"""A task-state file as text: find its parts, read them, and edit them without touching the rest.
+
+`TaskDocument(text)` is pure: no disk, no locks. Every part is located by character offsets into the
+original text; reading never normalises it, and each edit replaces only the characters it must, with
+the file's own line endings. `str(doc)` is always the text it was built from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from json.decoder import scanstring
+from typing import TYPE_CHECKING, Any, Iterator
+
+from .errors import ParseError
+from .outline import Heading, Outline, content_end, line_end, line_number, newline_of, scan
+
+if TYPE_CHECKING:
+    from .model import ArchivedSummary, ChainInput, ChainOutput, Criterion, Session, TaskState
+
+STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")
+
+_SECTION_KEYS = {
+    "metadata": "metadata",
+    "context": "context",
+    "chain inputs": "chain_inputs",
+    "chain input": "chain_inputs",
+    "progress log": "progress",
+    "progress": "progress",
+    "chain output": "chain_output",
+}
+_SECTION_NUMBERS = {"metadata": 0, "context": 1, "chain_inputs": 2, "progress": 3, "chain_output": 4}
+_SECTION_TITLES = {"chain_inputs": "Chain Inputs", "progress": "Progress Log", "chain_output": "Chain Output"}
+_NUMBERED = re.compile(r"^\d+(?:\.\d+)*[.):]?\s+")
+_TITLE = re.compile(r"^task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:[:\-–—]\s*(.*))?$", re.I)
+_SESSION = re.compile(r"^session\s*#?\s*(\d+)\b\s*(?:[-–—:,]\s*)?(.*)$", re.I)
+_ARCHIVED = re.compile(r"^archived\s+summary\s*\(\s*sessions?\s*(\d+)\s*[-–—]\s*(\d+)\s*\)", re.I)
+_FROM_TASK = re.compile(r"^from\s+task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*?)\s*(?:[:\-–—]\s*(.*))?$", re.I)
+_CHECKBOX = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX])\](?=[ \t\r\n]|$)[ \t]*([^\r\n]*)", re.M)
+_LABEL = re.compile(r"^[ \t]*\*\*([A-Za-z][A-Za-z ]*?)\s*:?\s*\*\*\s*:?[ \t]*(.*)$")
+_BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
+_PLACEHOLDER = re.compile(r"\([^\r\n]*\)")
+_LINK = re.compile(r"\[(?:Full details:\s*)?([^\]]+)\](?:\(([^)]+)\))?")
+_WS = re.compile(r"[ \t\r\n]*")
+
+
+def normalise_heading(text: str) -> str:
+    """`3. Progress Log` -> `progress log`: numbers, case, colons and extra spaces do not matter."""
+    return " ".join(_NUMBERED.sub("", text.strip()).rstrip(":").split()).lower()
+
+
+@dataclass(frozen=True)
+class Region:
+    """A heading and the text it owns, up to the next heading of the same or a higher level."""
+
+    heading: Heading
+    end: int
+
+    @property
+    def start(self) -> int:
+        return self.heading.start
+
+    @property
+    def body(self) -> int:
+        return self.heading.body
+
+
+@dataclass(frozen=True)
+class Member:
+    """A top-level key of the metadata object, with the offsets of its key and value."""
+
+    key: str
+    value: Any
+    key_start: int
+    value_start: int
+    value_end: int
+
+
+@dataclass(frozen=True)
+class Edit:
+    start: int
+    end: int
+    text: str
+
+
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    """Replace each edit's span; spans must not overlap."""
+    out, pos = [], 0
+    for e in sorted(edits, key=lambda e: (e.start, e.end)):
+        if e.start < pos:
+            raise ValueError("overlapping edits")
+        out.append(text[pos:e.start])
+        out.append(e.text)
+        pos = e.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+class TaskDocument:
+    def __init__(self, text: str, path: str | None = None):
+        self.text = text
+        self.path = path
+        self.outline: Outline = scan(text)
+        self.newline = newline_of(text)
+        self.sections: dict[str, Region] = {}
+        headings = self.outline.headings
+        self.title_heading = next((h for h in headings if h.level == 1), None)
+        for i, h in enumerate(headings):
+            if h.level == 2:
+                key = _SECTION_KEYS.get(normalise_heading(h.text))
+                if key and key not in self.sections:
+                    self.sections[key] = Region(h, self._region_end(i))
+
+    def __str__(self) -> str:
+        return self.text
+
+    # ----------------------------------------------------------------- structure
+
+    def _region_end(self, index: int) -> int:
+        headings = self.outline.headings
+        level = headings[index].level
+        for h in headings[index + 1 :]:
+            if h.level <= level:
+                return h.start
+        return len(self.text)
+
+    def subsections(self, region: Region | None, level: int = 3) -> Iterator[Region]:
+        """The headings of `level` inside `region`, each with the text it owns."""
+        if region is None:
+            return
+        headings = self.outline.headings
+        for i, h in enumerate(headings):
+            if region.start < h.start < region.end and h.level == level:
+                yield Region(h, min(self._region_end(i), region.end))
+
+    def find_subsection(self, region: Region | None, name: str) -> Region | None:
+        return next((r for r in self.subsections(region) if normalise_heading(r.heading.text) == name), None)
+
+    def error(self, message: str, pos: int | None = None, line: int | None = None) -> ParseError:
+        if line is None and pos is not None:
+            line = line_number(self.text, pos)
+        return ParseError(message, self.path, line)
+
+    def body_text(self, region: Region | None) -> str:
+        return "" if region is None else self.text[region.body : region.end]
+
+    # ----------------------------------------------------------------- title
+
+    @cached_property
+    def title(self) -> tuple[str | None, str]:
+        """(id written in the title or None, title text)."""
+        h = self.title_heading
+        if h is None:
+            raise self.error("no title: the first heading should be `# Task #<id>: <title>`", line=1)
+        m = _TITLE.match(h.text)
+        if m and m.group(2) is not None:
+            return m.group(1), m.group(2).strip()
+        return None, h.text
+
+    # ----------------------------------------------------------------- metadata
+
+    @cached_property
+    def metadata_fence(self):
+        region = self.sections.get("metadata")
+        if region is None:
+            raise self.error("no `## 0. Metadata` section with a ```json block", line=1)
+        fence = next((f for f in self.outline.fences if region.body <= f.start < region.end), None)
+        if fence is None:
+            raise self.error("the Metadata section has no ```json block", region.start)
+        if not fence.closed:
+            raise self.error("the metadata ```json block is never closed", fence.start)
+        return fence
+
+    @cached_property
+    def metadata(self) -> dict[str, Any]:
+        """The JSON block, validated enough that every command can rely on it."""
+        fence = self.metadata_fence
+        source = self.text[fence.body : fence.close]
+        try:
+            data = json.loads(source)
+        except json.JSONDecodeError as e:
+            line = line_number(self.text, fence.body) + e.lineno - 1
+            raise self.error(f"metadata is not valid JSON: {e.msg} (column {e.colno})", line=line) from None
+        if not isinstance(data, dict):
+            raise self.error("metadata must be a JSON object", fence.body)
+        self._check_metadata(data)
+        return data
+
+    def _check_metadata(self, data: dict[str, Any]) -> None:
+        def at(key: str) -> int:
+            m = next((m for m in self.members if m.key == key), None)
+            return m.key_start if m else self.metadata_fence.start
+
+        if "status" not in data:
+            raise self.error("metadata has no \"status\"", self.metadata_fence.start)
+        status = data["status"]
+        if status not in STATUSES:
+            raise self.error(f"unknown status {status!r} (expected one of: {', '.join(STATUSES)})", at("status"))
+        task_id = data.get("task_id")
+        if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, (int, str))):
+            raise self.error("\"task_id\" must be a number or a string", at("task_id"))
+        deps = data.get("dependencies", [])
+        if not isinstance(deps, list) or any(isinstance(d, bool) or not isinstance(d, (int, str)) for d in deps):
+            raise self.error("\"dependencies\" must be a list of task ids", at("dependencies"))
+        total = data.get("total_sessions", 0)
+        if isinstance(total, bool) or not isinstance(total, int):
+            raise self.error("\"total_sessions\" must be a whole number", at("total_sessions"))
+
+    @cached_property
+    def members(self) -> list[Member]:
+        """Top-level keys of the metadata object with their offsets in the file."""
+        fence = self.metadata_fence
+        src, decoder, out = self.text, json.JSONDecoder(), []
+        i = _WS.match(src, fence.body).end() + 1  # past "{"
+        i = _WS.match(src, i).end()
+        while i < fence.close and src[i] == '"':
+            key, after = scanstring(src, i + 1)
+            colon = _WS.match(src, after).end()
+            value_start = _WS.match(src, colon + 1).end()
+            value, value_end = decoder.raw_decode(src, value_start)
+            out.append(Member(key, value, i, value_start, value_end))
+            i = _WS.match(src, value_end).end()
+            if src[i] == ",":
+                i = _WS.match(src, i + 1).end()
+        return out
+
+    @property
+    def status(self) -> str:
+        return self.metadata["status"]
+
+    @property
+    def dependencies(self) -> list[str]:
+        return [str(d) for d in self.metadata.get("dependencies", [])]
+
+    # ----------------------------------------------------------------- context
+
+    @cached_property
+    def criteria_region(self) -> Region | None:
+        found = self.find_subsection(self.sections.get("context"), "acceptance criteria")
+        if found is None:  # tolerate the list under another parent heading
+            for i, h in enumerate(self.outline.headings):
+                if h.level >= 2 and normalise_heading(h.text) == "acceptance criteria":
+                    return Region(h, self._region_end(i))
+        return found
+
+    @cached_property
+    def criteria_lines(self) -> list[tuple[int, int, bool, str, int]]:
+        """(index, offset of the box character, checked, text, depth) per task-list item."""
+        region = self.criteria_region
+        if region is None:
+            return []
+        out, indents = [], []
+        for m in _CHECKBOX.finditer(self.text, region.body, region.end):
+            if self.outline.in_opaque(m.start()):
+                continue
+            indent = len(m.group(1).expandtabs(4))
+            while indents and indents[-1] >= indent:
+                indents.pop()
+            out.append((len(out) + 1, m.start(2), m.group(2) != " ", m.group(3).rstrip(), len(indents)))
+            indents.append(indent)
+        return out
+
+    def _field(self, label: str) -> str | None:
+        context = self.sections.get("context")
+        if context is None:
+            return None
+        m = re.search(r"^[ \t]*\*\*" + label + r"\s*:?\*\*:?[ \t]*([^\r\n]*)", self.text[context.body : context.end], re.M | re.I)
+        return m.group(1).strip() if m else None
+
+    # ----------------------------------------------------------------- progress log
+
+    @cached_property
+    def session_regions(self) -> list[tuple[int, str | None, Region]]:
+        out = []
+        for r in self.subsections(self.sections.get("progress")):
+            m = _SESSION.match(r.heading.text)
+            if m:
+                out.append((int(m.group(1)), m.group(2).strip() or None, r))
+        return out
+
+    @cached_property
+    def archived_region(self) -> tuple[int, int, Region] | None:
+        for r in self.subsections(self.sections.get("progress")):
+            m = _ARCHIVED.match(r.heading.text)
+            if m:
+                return int(m.group(1)), int(m.group(2)), r
+        return None
+
+    @property
+    def session_count(self) -> int:
+        """Sessions the log accounts for: the archived range plus the sessions kept in full."""
+        archived = self.archived_region
+        return len(self.session_regions) + (archived[1] - archived[0] + 1 if archived else 0)
+
+    @property
+    def last_session_number(self) -> int:
+        numbers = [n for n, _, _ in self.session_regions]
+        if self.archived_region:
+            numbers.append(self.archived_region[1])
+        return max(numbers, default=0)
+
+    # ----------------------------------------------------------------- chain output
+
+    @cached_property
+    def chain_output_is_placeholder(self) -> bool:
+        body = self.body_text(self.sections.get("chain_output")).strip()
+        return not body or bool(_PLACEHOLDER.fullmatch(body))
+
+    # ----------------------------------------------------------------- the model
+
+    def to_state(self, task_id: str | None = None) -> "TaskState":
+        from .model import TaskState
+
+        written_id, title = self.title
+        meta = self.metadata
+        return TaskState(
+            id=task_id or str(meta.get("task_id", written_id or "")),
+            title=title,
+            metadata=meta,
+            status=meta["status"],
+            dependencies=self.dependencies,
+            epic=self._field("Epic"),
+            repository=self._field("Repository"),
+            requirements=self.body_text(self.find_subsection(self.sections.get("context"), "requirements")).strip(),
+            criteria=self.criteria(),
+            chain_inputs=self.chain_inputs(),
+            archived_summary=self.archived_summary(),
+            sessions=self.sessions(),
+            chain_output=self.chain_output(),
+        )
+
+    def criteria(self) -> list["Criterion"]:
+        from .model import Criterion
+
+        return [
+            Criterion(index=i, text=text, checked=checked, line=line_number(self.text, box), depth=depth)
+            for i, box, checked, text, depth in self.criteria_lines
+        ]
+
+    def sessions(self) -> list["Session"]:
+        from .model import Session
+
+        out = []
+        for number, stamp, region in self.session_regions:
+            fields = labelled_fields(self.body_text(region))
+            did_lines = fields.get("did", [])
+            out.append(
+                Session(
+                    number=number,
+                    timestamp=stamp,
+                    did=bullet_items(did_lines),
+                    issues=plain(fields.get("issues", [])),
+                    next=plain(fields.get("next", [])),
+                    line=line_number(self.text, region.start),
+                    usage=parse_usage(plain(fields.get("usage", []))),
+                )
+            )
+        return out
+
+    def archived_summary(self) -> "ArchivedSummary | None":
+        from .model import ArchivedSummary
+
+        if self.archived_region is None:
+            return None
+        first, last, region = self.archived_region
+        body = self.body_text(region)
+        fields = labelled_fields(body)
+        link = _LINK.search("\n".join(line for line in body.splitlines() if "**" not in line))
+        commits = plain(fields.get("commits", []))
+        return ArchivedSummary(
+            first=first,
+            last=last,
+            duration=plain(fields.get("duration", [])),
+            accomplishments=plain(fields.get("accomplishments", [])),
+            commits=[c.strip() for c in re.split(r"[,\s]+", commits) if c.strip() and c.strip().lower() != "none"],
+            archive=(link.group(2) or link.group(1)).strip() if link else None,
+            line=line_number(self.text, region.start),
+        )
+
+    def chain_inputs(self) -> list["ChainInput"]:
+        from .model import ChainInput
+
+        out = []
+        for region in self.subsections(self.sections.get("chain_inputs")):
+            m = _FROM_TASK.match(region.heading.text)
+            if not m:
+                continue
+            quoted = [re.sub(r"^[ \t]*>[ ]?", "", ln) for ln in self.body_text(region).splitlines() if ln.lstrip().startswith(">")]
+            out.append(
+                ChainInput(
+                    task_id=m.group(1),
+                    title=(m.group(2) or "").strip(),
+                    body="\n".join(quoted).strip(),
+                    line=line_number(self.text, region.start),
+                )
+            )
+        return out
+
+    def chain_output(self) -> "ChainOutput | None":
+        from .model import ChainOutput
+
+        region = self.sections.get("chain_output")
+        if region is None or self.chain_output_is_placeholder:
+            return None
+        summary = self.find_subsection(region, "summary")
+        downstream = self.find_subsection(region, "for downstream tasks")
+        return ChainOutput(
+            summary=self.body_text(summary).strip(),
+            downstream=self.body_text(downstream).strip(),
+            body=self.body_text(region).strip(),
+        )
+
+    # ----------------------------------------------------------------- edits
+
+    def _lines(self, block: str) -> str:
+        return block.replace("\n", self.newline)
+
+    def check(self, index: int, checked: bool) -> str:
+        """The text with acceptance criterion `index` (1-based) ticked or unticked."""
+        items = self.criteria_lines
+        if not 1 <= index <= len(items):
+            where = self.criteria_region.start if self.criteria_region else None
+            raise self.error(f"no acceptance criterion {index} (the task has {len(items)})", where)
+        _, box, was, _, _ = items[index - 1]
+        if was == checked:
+            return self.text
+        return apply_edits(self.text, [Edit(box, box + 1, "x" if checked else " ")])
+
+    def metadata_edits(self, updates: dict[str, Any]) -> list[Edit]:
+        """Edits that set top-level metadata keys, rewriting only their values; new keys go last."""
+        fence, edits = self.metadata_fence, []
+        members = {m.key: m for m in self.members}
+        new = []
+        for key, value in updates.items():
+            encoded = json.dumps(value, ensure_ascii=False)
+            if key in members:
+                m = members[key]
+                if m.value != value or type(m.value) is not type(value):
+                    edits.append(Edit(m.value_start, m.value_end, encoded))
+            else:
+                new.append(f"{json.dumps(key)}: {encoded}")
+        if new:
+            last = self.members[-1] if self.members else None
+            if last is None:
+                brace = self.text.index("{", fence.body)
+                edits.append(Edit(brace + 1, brace + 1, " " + ", ".join(new) + " "))
+            elif "\n" in self.text[fence.body : last.key_start] and self.text.count("\n", last.value_end, fence.close) > 1:
+                line_start = self.text.rfind("\n", 0, last.key_start) + 1
+                indent = self.text[line_start : last.key_start]
+                sep = "," + self.newline + indent
+                edits.append(Edit(last.value_end, last.value_end, sep + sep.join(new)))
+            else:
+                edits.append(Edit(last.value_end, last.value_end, ", " + ", ".join(new)))
+        return edits
+
+    def set_metadata(self, updates: dict[str, Any]) -> str:
+        return apply_edits(self.text, self.metadata_edits(updates))
+
+    def append_to_section(self, key: str, block: str) -> Edit:
+        """An edit that adds `block` at the end of section `key` (created in its place if missing).
+
+        A section whose only content is a placeholder line such as `(No sessions yet)` has that
+        line replaced by the block.
+        """
+        region = self.sections.get(key)
+        if region is None:
+            return self._new_section(key, block)
+        return self.append_to_region(region, block)
+
+    def append_to_region(self, region: Region, block: str) -> Edit:
+        text, nl = self.text, self.newline
+        block = self._lines(block)
+        body = text[region.body : region.end]
+        stripped = body.strip()
+        if _PLACEHOLDER.fullmatch(stripped) and region.heading.level == 2:
+            start = region.body + body.index(stripped)
+            return Edit(start, start + len(stripped), block)
+        content = body.rstrip(" \t\r\n")
+        at = line_end(text, region.body + len(content) - 1) if content else region.body
+        prefix = nl if at == len(text) and not text.endswith(("\n", "\r")) else ""
+        suffix = nl if at < len(text) and text[at] not in "\r\n" else ""
+        return Edit(at, at, prefix + nl + block + nl + suffix)
+
+    def replace_content(self, region: Region, block: str) -> Edit:
+        """An edit that replaces everything the region holds below its heading (not the blank
+        lines that separate it from the next heading) with `block`."""
+        body = self.text[region.body : region.end]
+        content = body.rstrip(" \t\r\n")
+        if not content.strip():
+            return self.append_to_region(region, block)
+        lead = len(body) - len(body.lstrip("\r\n"))
+        start = region.body + lead
+        return Edit(start, content_end(self.text, region.body + len(content) - 1), self._lines(block))
+
+    def _new_section(self, key: str, block: str) -> Edit:
+        """A new `## N. Title` section placed between its neighbours by number."""
+        numbered = any(_NUMBERED.match(r.heading.text) for r in self.sections.values())
+        title = _SECTION_TITLES[key]
+        heading = f"## {_SECTION_NUMBERS[key]}. {title}" if numbered else f"## {title}"
+        later = [r for k, r in self.sections.items() if _SECTION_NUMBERS[k] > _SECTION_NUMBERS[key]]
+        nl = self.newline
+        section = self._lines(f"{heading}\n\n{block}\n")
+        if later:
+            at = min(r.start for r in later)
+            return Edit(at, at, section + nl)
+        text = self.text
+        prefix = "" if text.endswith(("\n", "\r")) else nl
+        return Edit(len(text), len(text), prefix + nl + section)
+
+    def section_heading_for(self, key: str) -> str:
+        return self.sections[key].heading.text if key in self.sections else _SECTION_TITLES.get(key, key)
+
+
+# --------------------------------------------------------------------- small readers
+
+
+def labelled_fields(body: str) -> dict[str, list[str]]:
+    """Lines under `**Label:**` markers, by lower-case label; an inline value is the first line."""
+    fields: dict[str, list[str]] = {}
+    current = None
+    for line in body.splitlines():
+        m = _LABEL.match(line)
+        if m:
+            current = m.group(1).strip().lower()
+            fields[current] = [m.group(2)] if m.group(2).strip() else []
+        elif current is not None:
+            fields[current].append(line)
+    return fields
+
+
+def bullet_items(lines: list[str]) -> list[str]:
+    """List items (and a leading inline text) as strings; continuation lines join their item."""
+    items: list[str] = []
+    for line in lines:
+        m = _BULLET.match(line)
+        if m:
+            items.append(m.group(2).strip())
+        elif line.strip():
+            if items and line[:1] in " \t":
+                items[-1] = f"{items[-1]} {line.strip()}"
+            else:
+                items.append(line.strip())
+    return items
+
+
+_USAGE_PART = re.compile(r"([\d.,]+)\s*(s\b|input|output|cache-read|cache-write)")
+_USAGE_KEYS = {"s": "duration_s", "input": "input_tokens", "output": "output_tokens",
+               "cache-read": "cache_read_input_tokens", "cache-write": "cache_creation_input_tokens"}
+
+
+def parse_usage(text: str) -> dict[str, float] | None:
+    """`**Usage:** 12.5 s, 1200 input, 340 output, 900 cache-read tokens` as numbers."""
+    found = {_USAGE_KEYS[k]: float(v.replace(",", "")) for v, k in _USAGE_PART.findall(text)}
+    return {k: (int(v) if k != "duration_s" else v) for k, v in found.items()} or None
+
+
+def format_usage(duration_s: float, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int = 0) -> str:
+    return (f"{duration_s:.1f} s, {input_tokens} input, {output_tokens} output, "
+            f"{cache_read} cache-read, {cache_write} cache-write tokens")
+
+
+def plain(lines: list[str]) -> str:
+    return "\n".join(line.rstrip() for line in lines).strip()

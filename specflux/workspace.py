@@ -1,0 +1,112 @@
+"""Where a specflux workspace lives and what its paths are called."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+
+from .config import DEFAULT_CONFIG, Config, load_config
+from .errors import NotFoundError, UsageError
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+STATE_FILE = re.compile(r"task-([A-Za-z0-9][A-Za-z0-9._-]*)-state\.md")
+GITIGNORE = "# specflux: lock files are per machine\nlocks/\n"
+
+
+def check_id(task_id: str) -> str:
+    task_id = str(task_id).lstrip("#")
+    if not ID_PATTERN.fullmatch(task_id):
+        raise UsageError(f"{task_id!r} is not a task id (letters, digits, '.', '_' or '-', e.g. 101 or T001)")
+    return task_id
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path  # the folder holding .specflux/
+
+    @property
+    def dir(self) -> Path:
+        return self.root / ".specflux"
+
+    @property
+    def states_dir(self) -> Path:
+        return self.dir / "task-states"
+
+    @property
+    def archives_dir(self) -> Path:
+        return self.dir / "archives"
+
+    @property
+    def recordings_dir(self) -> Path:
+        return self.dir / "recordings"
+
+    def task_path(self, task_id: str) -> Path:
+        return self.states_dir / f"task-{task_id}-state.md"
+
+    def archive_path(self, task_id: str) -> Path:
+        return self.archives_dir / f"task-{task_id}-archive.md"
+
+    def lock_path(self, task_id: str) -> Path:
+        return self.dir / "locks" / f"task-{task_id}.lock"
+
+    def relative(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    @cached_property
+    def config(self) -> Config:
+        return load_config(self.dir / "config.toml")
+
+    def template(self, name: str = "task-state.md") -> str:
+        """A workspace's own template in .specflux/templates/ wins over the packaged one."""
+        override = self.dir / "templates" / name
+        if override.is_file():
+            return override.read_text(encoding="utf-8")
+        return resources.files("specflux.templates").joinpath(name).read_text(encoding="utf-8")
+
+    def task_ids(self) -> list[str]:
+        """Ids of every task-state file, in natural order (2 before 10, numbers before slugs)."""
+        try:
+            names = os.listdir(self.states_dir)
+        except FileNotFoundError:
+            return []
+        ids = [m.group(1) for m in map(STATE_FILE.fullmatch, names) if m]
+        return sorted(ids, key=natural_key)
+
+    @classmethod
+    def find(cls, start: Path | None = None, explicit: str | Path | None = None) -> "Workspace":
+        """--root, then SPECFLUX_ROOT, then the nearest folder upwards holding .specflux/ (like git)."""
+        chosen = explicit or os.environ.get("SPECFLUX_ROOT")
+        if chosen:
+            root = Path(chosen).resolve()
+            if not (root / ".specflux").is_dir():
+                raise NotFoundError(f"no .specflux/ folder in {root} (run `specflux init` there)")
+            return cls(root)
+        here = (start or Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            if (folder / ".specflux").is_dir():
+                return cls(folder)
+        raise NotFoundError(f"no .specflux/ folder in {here} or above it (run `specflux init` to create one)")
+
+    @classmethod
+    def init(cls, root: Path) -> tuple["Workspace", bool]:
+        """Create .specflux/ under `root`; returns the workspace and whether it was new."""
+        ws = cls(root.resolve())
+        created = not ws.dir.exists()
+        ws.states_dir.mkdir(parents=True, exist_ok=True)
+        ws.archives_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in ((".gitignore", GITIGNORE), ("config.toml", DEFAULT_CONFIG)):
+            if not (ws.dir / name).exists():
+                (ws.dir / name).write_text(text, encoding="utf-8")
+        return ws, created
+
+
+def natural_key(task_id: str) -> tuple:
+    parts = re.split(r"(\d+)", task_id)
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p.lower()) for p in parts if p)

@@ -1,0 +1,99 @@
+"""Shared test set-up: no test reaches the network, every git repo has an identity."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+CORPUS = SHARED / "corpus"
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self, address):
+    if not _is_local(address):
+        raise RuntimeError(f"tests must not reach the network (tried to connect to {address!r})")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    if not _is_local(address):
+        raise RuntimeError(f"tests must not reach the network (tried to connect to {address!r})")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host, *args, **kwargs):
+    if host not in (None, "localhost") and not _is_local((host, 0)):
+        raise RuntimeError(f"tests must not reach the network (tried to resolve {host!r})")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """Refuse every connection that is not to this machine."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+    monkeypatch.setattr(socket, "getaddrinfo", _guarded_getaddrinfo)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("SPECFLUX_ROOT", raising=False)
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.com",
+}
+
+
+def git(cwd: Path, *args: str, env: dict | None = None) -> str:
+    """Run git in `cwd` and return its stdout; fail the test on a non-zero exit."""
+    full_env = {**os.environ, **GIT_ENV, **(env or {})}
+    done = subprocess.run(["git", *args], cwd=cwd, env=full_env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {done.stderr}")
+    return done.stdout
+
+
+@pytest.fixture
+def git_repo(tmp_path, monkeypatch) -> Path:
+    """A real, empty git repository with a local identity and one initial commit."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Test Author")
+    git(repo, "config", "user.email", "author@example.com")
+    git(repo, "config", "commit.gpgsign", "false")
+    (repo / "README.md").write_text("# project\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-q", "-m", "initial")
+    return repo
+
+
+@pytest.fixture
+def corpus_files() -> list[Path]:
+    """Every file of ../shared/corpus; skips the test where the corpus is not beside the checkout."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"corpus not found at {CORPUS} (CI has it beside the checkout)")
+    return sorted(p for p in CORPUS.rglob("*") if p.is_file())
