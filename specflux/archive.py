@@ -24,10 +24,14 @@ ACCOMPLISHMENTS_LIMIT = 800
 COMMITS_LIMIT = 40
 
 
+def kb(size: int) -> str:
+    return f"{size / 1024:.1f} KB" if size < 10 * 1024 else f"{size / 1024:.0f} KB"
+
+
 def warnings(size: int, sessions: int, cfg: ArchiveConfig) -> list[str]:
     out = []
     if size > cfg.warn_kb * 1024:
-        out.append(f"{size / 1024:.0f} KB, past the {cfg.warn_kb:g} KB warning size")
+        out.append(f"{kb(size)}, past the {cfg.warn_kb:g} KB warning size")
     if sessions > cfg.suggest_split_sessions:
         out.append(f"{sessions} sessions: consider splitting this task into smaller ones")
     return out
@@ -67,10 +71,10 @@ def fit(task_id: str, doc: TaskDocument, manager: "TaskStateManager", changes: "
         result = archive_text(doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
     if result is None:
         if _size(doc.text) > limit:
-            outcome.notices.append(f"{doc.path}: {_size(doc.text) / 1024:.0f} KB and nothing left to archive (the latest session alone is that large)")
+            outcome.notices.append(f"{doc.path}: {kb(_size(doc.text))} and nothing left to archive (the latest session alone is that large)")
         return doc.text
     if _size(result.state) > limit:
-        outcome.notices.append(f"{doc.path}: still {_size(result.state) / 1024:.0f} KB after archiving: the latest session is kept in full")
+        outcome.notices.append(f"{doc.path}: still {kb(_size(result.state))} after archiving: the latest session is kept in full")
     changes.write(archive_path, result.archive)
     outcome.archived.append(f"sessions {result.first}-{result.last} -> {manager.ws.relative(archive_path)}")
     return result.state

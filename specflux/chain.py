@@ -28,6 +28,16 @@ class Upstream:
     link: str  # relative to the downstream file (both live in task-states/)
 
 
+STATUS_STYLES = {
+    "pending": "fill:#FFFFFF,stroke:#9E9E9E",
+    "in_progress": "fill:#FFF8E1,stroke:#F9A825",
+    "review": "fill:#E3F2FD,stroke:#1565C0",
+    "complete": "fill:#E8F5E9,stroke:#2E7D32",
+    "failed": "fill:#FFEBEE,stroke:#C62828",
+    "blocked": "fill:#FFEBEE,stroke:#C62828",
+}
+
+
 class GraphError(SpecfluxError):
     """Unknown dependencies or cycles."""
 
@@ -119,10 +129,8 @@ class Graph:
         for t in sorted(self.deps, key=natural_key):
             for d in self.deps[t]:
                 lines.append(f"    {node_id(d)} --> {node_id(t)}")
-        lines.append("    classDef complete fill:#E8F5E9,stroke:#2E7D32")
-        lines.append("    classDef in_progress fill:#FFF8E1,stroke:#F9A825")
-        lines.append("    classDef failed fill:#FFEBEE,stroke:#C62828")
-        lines.append("    classDef blocked fill:#FFEBEE,stroke:#C62828")
+        for status, style in STATUS_STYLES.items():
+            lines.append(f"    classDef {status} {style}")
         return "\n".join(lines)
 
 

@@ -38,12 +38,13 @@ _TITLE = re.compile(r"^task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:[:\-–—]
 _SESSION = re.compile(r"^session\s*#?\s*(\d+)\b\s*(?:[-–—:,]\s*)?(.*)$", re.I)
 _ARCHIVED = re.compile(r"^archived\s+summary\s*\(\s*sessions?\s*(\d+)\s*[-–—]\s*(\d+)\s*\)", re.I)
 _FROM_TASK = re.compile(r"^from\s+task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*?)\s*(?:[:\-–—]\s*(.*))?$", re.I)
-_CHECKBOX = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX])\](?=[ \t\r\n]|$)[ \t]*([^\r\n]*)", re.M)
+_CHECKBOX = re.compile(r"(?:^|(?<=\r))([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX])\](?=[ \t\r\n]|$)[ \t]*([^\r\n]*)", re.M)
 _LABEL = re.compile(r"^[ \t]*\*\*([A-Za-z][A-Za-z ]*?)\s*:?\s*\*\*\s*:?[ \t]*(.*)$")
 _BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _PLACEHOLDER = re.compile(r"\([^\r\n]*\)")
 _LINK = re.compile(r"\[(?:Full details:\s*)?([^\]]+)\](?:\(([^)]+)\))?")
 _WS = re.compile(r"[ \t\r\n]*")
+_LINE_BREAK = re.compile(r"\r\n|\n|\r")  # only these end a line: not U+2028, \x0c or \x85 (str.splitlines)
 
 
 def normalise_heading(text: str) -> str:
@@ -144,7 +145,8 @@ class TaskDocument:
         return ParseError(message, self.path, line)
 
     def body_text(self, region: Region | None) -> str:
-        return "" if region is None else self.text[region.body : region.end]
+        """What the region holds below its heading, read as a value: line endings become "\\n"."""
+        return "" if region is None else _LINE_BREAK.sub("\n", self.text[region.body : region.end])
 
     # ----------------------------------------------------------------- title
 
@@ -266,7 +268,7 @@ class TaskDocument:
         context = self.sections.get("context")
         if context is None:
             return None
-        m = re.search(r"^[ \t]*\*\*" + label + r"\s*:?\*\*:?[ \t]*([^\r\n]*)", self.text[context.body : context.end], re.M | re.I)
+        m = re.search(r"(?:^|(?<=\r))[ \t]*\*\*" + label + r"\s*:?\*\*:?[ \t]*([^\r\n]*)", self.text[context.body : context.end], re.M | re.I)
         return m.group(1).strip() if m else None
 
     # ----------------------------------------------------------------- progress log
@@ -367,7 +369,7 @@ class TaskDocument:
         first, last, region = self.archived_region
         body = self.body_text(region)
         fields = labelled_fields(body)
-        link = _LINK.search("\n".join(line for line in body.splitlines() if "**" not in line))
+        link = _LINK.search("\n".join(line for line in body.split("\n") if "**" not in line))
         commits = plain(fields.get("commits", []))
         return ArchivedSummary(
             first=first,
@@ -387,7 +389,7 @@ class TaskDocument:
             m = _FROM_TASK.match(region.heading.text)
             if not m:
                 continue
-            quoted = [re.sub(r"^[ \t]*>[ ]?", "", ln) for ln in self.body_text(region).splitlines() if ln.lstrip().startswith(">")]
+            quoted = [re.sub(r"^[ \t]*>[ ]?", "", ln) for ln in self.body_text(region).split("\n") if ln.lstrip().startswith(">")]
             out.append(
                 ChainInput(
                     task_id=m.group(1),
@@ -520,7 +522,7 @@ def labelled_fields(body: str) -> dict[str, list[str]]:
     """Lines under `**Label:**` markers, by lower-case label; an inline value is the first line."""
     fields: dict[str, list[str]] = {}
     current = None
-    for line in body.splitlines():
+    for line in _LINE_BREAK.split(body):
         m = _LABEL.match(line)
         if m:
             current = m.group(1).strip().lower()
@@ -556,9 +558,9 @@ def parse_usage(text: str) -> dict[str, float] | None:
     return {k: (int(v) if k != "duration_s" else v) for k, v in found.items()} or None
 
 
-def format_usage(duration_s: float, input_tokens: int, output_tokens: int, cache_read: int, cache_write: int = 0) -> str:
-    return (f"{duration_s:.1f} s, {input_tokens} input, {output_tokens} output, "
-            f"{cache_read} cache-read, {cache_write} cache-write tokens")
+def format_usage(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int = 0) -> str:
+    """The session's token counts for its progress-log entry (wall-clock time goes in the commit)."""
+    return f"{input_tokens} input, {output_tokens} output, {cache_read} cache-read, {cache_write} cache-write tokens"
 
 
 def plain(lines: list[str]) -> str:

@@ -294,6 +294,7 @@ class TaskStateManager:
             region = doc.sections.get("chain_output")
             edit = doc.replace_content(region, block) if region else doc.append_to_section("chain_output", block)
             text = apply_edits(doc.text, [edit, *doc.metadata_edits({"status": "complete"})])
+            text = archive.fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
             outcome.wired = chain.wire_dependents(self, chain.upstream_from(task_id, TaskDocument(text, doc.path)), dependents, pending.files)
             if commit:

@@ -39,6 +39,7 @@ class SessionReport:
     wired: list[str] = field(default_factory=list)
     outcome: SessionOutcome | None = None
     notices: list[str] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -118,12 +119,13 @@ def run_session(
     else:
         handoff = side.handoff or outcome.handoff
         usage = outcome.usage
-        line = format_usage(outcome.duration_ms / 1000, usage.input_tokens, usage.output_tokens,
+        line = format_usage(usage.input_tokens, usage.output_tokens,
                             usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
         entry = _entry(handoff, outcome, clock())
         done = manager.append_session(task_id, entry, commit=False, usage_line=line)
         report.session, report.status = done.session, done.status
         report.notices += done.notices
+        report.archived += done.archived
         touched += done.changed
         if handoff is not None and handoff.chain_output is not None:
             completed = manager.complete(task_id, handoff.chain_output.summary, handoff.chain_output.downstream, commit=False)
