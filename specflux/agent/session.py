@@ -102,7 +102,8 @@ def run_session(
         task_id=task_id,
     )
     side = TaskSide(manager, task_id)
-    toolbox = Toolbox(manager.ws.root, side, command_timeout_s=cfg.command_timeout_s)
+    protected = () if edits_task_file else (manager.ws.relative(manager.ws.dir),)
+    toolbox = Toolbox(manager.ws.root, side, command_timeout_s=cfg.command_timeout_s, read_only=protected)
     started = time.monotonic()
     try:
         outcome = backend.run(request, toolbox)

@@ -1,0 +1,226 @@
+"""The Anthropic backend: a plain tool-use loop on `client.messages.create`.
+
+The only module that imports `anthropic` (and httpx2), always inside a function: the import costs
+~750 ms and no command but a live session should pay for it. Retries are done here, not by the SDK
+(the client is built with `max_retries=0`), so they are deterministic and testable with a fake sleep.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
+from specflux.agent.recording import ClientTransport, Recorder, RecordingTransport, ReplayTransport
+from specflux.agent.tools import TOOL_SPECS, Toolbox
+from specflux.errors import AgentError
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 529})
+MAX_RETRY_AFTER_S = 60.0
+CACHE = {"type": "ephemeral"}
+
+
+def _is_local(url: str | None) -> bool:
+    host = urlsplit(url or "").hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def make_client(transport: Any = None, api_key: str | None = None, base_url: str | None = None) -> Any:
+    """An `anthropic.Anthropic` with SDK retries off; ANTHROPIC_API_KEY / _BASE_URL still apply.
+
+    `transport` is an httpx2 transport to send through (recording, replay, tests).
+    """
+    import anthropic
+    import httpx2
+
+    base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
+    has_key = api_key or os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    if not has_key and _is_local(base_url):
+        api_key = "specflux-local"  # a local stand-in for the API needs no key, but the SDK wants one
+    kwargs: dict[str, Any] = {"max_retries": 0, "api_key": api_key, "base_url": base_url}
+    if transport is not None:
+        kwargs["http_client"] = httpx2.Client(transport=transport, follow_redirects=True)
+    try:
+        client = anthropic.Anthropic(**{k: v for k, v in kwargs.items() if v is not None})
+    except anthropic.CredentialsError as e:  # a named or configured profile that cannot be read
+        raise AgentError(f"cannot load Anthropic credentials: {e}") from None
+    if client.api_key is None and client.auth_token is None and client.credentials is None:
+        client.close()
+        raise AgentError("no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL to a local "
+                         "stand-in), or use --agent command / --agent replay")
+    return client
+
+
+def _client(recorder: Recorder | None, api_key: str | None = None, base_url: str | None = None) -> Any:
+    """The default client, sending through the SDK's own HTTP client, recording when asked."""
+    if recorder is None:
+        return make_client(api_key=api_key, base_url=base_url)
+    import anthropic
+
+    inner = ClientTransport(anthropic.DefaultHttpxClient())
+    return make_client(RecordingTransport(inner, recorder), api_key=api_key, base_url=base_url)
+
+
+def _usage(api_usage: Any) -> Usage:
+    return Usage(**{name: getattr(api_usage, name, None) or 0 for name in Usage.__dataclass_fields__})
+
+
+def _param(block: Any) -> dict[str, Any]:
+    """A response content block as a request content block."""
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}
+    return block.model_dump(mode="json", exclude_none=True)
+
+
+def _with_cache_breakpoint(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with a cache breakpoint on the last block, so each turn reads the previous ones."""
+    last = copy.copy(messages[-1])
+    last["content"] = [*last["content"][:-1], {**last["content"][-1], "cache_control": CACHE}]
+    return [*messages[:-1], last]
+
+
+class AnthropicBackend:
+    """Runs a session against the Messages API (or anything speaking it: a local server, a replay).
+
+    `client_factory()` builds the client for each session; without one, the default client is used,
+    recording to `recorder` when one is given. A custom factory that wants recording wraps its
+    transport in `RecordingTransport(inner, recorder)` itself (see `live_backend`).
+    """
+
+    def __init__(self, client_factory: Callable[[], Any] | None = None, recorder: Recorder | None = None,
+                 max_retries: int = 4, backoff_base_s: float = 1.0, sleep: Callable[[float], None] = time.sleep,
+                 *, echo: Callable[[str], None] | None = None):
+        self.client_factory = client_factory or (lambda: _client(recorder))
+        self.recorder = recorder
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.sleep = sleep
+        self.echo = echo or (lambda line: None)
+
+    def run(self, request: SessionRequest, toolbox: Toolbox) -> SessionOutcome:
+        """One session: until end_session, a reply without tool calls, a limit, an error or Ctrl-C."""
+        started = time.monotonic()
+        outcome = SessionOutcome(stop="error", recording=self.recorder.path if self.recorder else None)
+        client = self.client_factory()
+        try:
+            if self.recorder is not None:
+                self.recorder.start(request.model, request.task_id)
+            outcome.stop, outcome.error = self._loop(client, request, toolbox, outcome)
+        except KeyboardInterrupt:
+            outcome.stop, outcome.error = "interrupted", "interrupted by the user"
+        finally:
+            client.close()
+            outcome.handoff = toolbox.ended
+            outcome.duration_ms = int((time.monotonic() - started) * 1000)
+        return outcome
+
+    def _loop(self, client: Any, request: SessionRequest, toolbox: Toolbox,
+              outcome: SessionOutcome) -> tuple[Any, str | None]:
+        import anthropic
+
+        system = [{"type": "text", "text": request.system, "cache_control": CACHE}]
+        tools = copy.deepcopy(TOOL_SPECS)
+        tools[-1]["cache_control"] = CACHE
+        messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": request.context}]}]
+        while outcome.turns < request.max_turns:
+            outcome.turns += 1
+            if self.recorder is not None:
+                self.recorder.turn = outcome.turns
+            try:
+                response = self._create(client, model=request.model, max_tokens=request.max_tokens,
+                                        system=system, tools=tools, messages=_with_cache_breakpoint(messages))
+            except anthropic.APIStatusError as e:
+                return "error", _api_error(e)
+            except anthropic.APIConnectionError as e:
+                return "error", f"could not reach the API at {client.base_url}: {e.__cause__ or e}"
+            outcome.usage.add(_usage(response.usage))
+            messages.append({"role": "assistant", "content": [_param(b) for b in response.content]})
+            for block in response.content:
+                if block.type == "text" and block.text.strip():
+                    self.echo(block.text.strip())
+            uses = [b for b in response.content if b.type == "tool_use"]
+            if not uses:
+                if response.stop_reason == "refusal":
+                    return "error", "the model refused to continue"
+                return "end_turn", None
+            results = []
+            for use in uses:
+                self.echo(f"[turn {outcome.turns}] {use.name} {_brief(use.input)}")
+                result = toolbox.call(use.name, use.input)
+                results.append({"type": "tool_result", "tool_use_id": use.id, "content": result.content,
+                                "is_error": result.is_error})
+                if toolbox.ended is not None:
+                    return "end_session", None
+            messages.append({"role": "user", "content": results})
+            if request.token_budget is not None and outcome.usage.total > request.token_budget:
+                return "token_budget", f"used {outcome.usage.total} tokens of a budget of {request.token_budget}"
+        return "max_turns", None
+
+    def _create(self, client: Any, **params: Any) -> Any:
+        """`client.messages.create` with our own retries on rate limits, overload and connection loss."""
+        import anthropic
+
+        for attempt in range(self.max_retries + 1):
+            try:
+                return client.messages.create(**params)
+            except anthropic.APIStatusError as e:
+                if e.status_code not in RETRY_STATUSES or attempt == self.max_retries:
+                    raise
+                delay = self._delay(attempt, e.response.headers.get("retry-after"))
+            except anthropic.APIConnectionError as e:
+                if isinstance(e.__cause__, AgentError):  # a replay that diverged: not a network problem
+                    raise e.__cause__ from None
+                if attempt == self.max_retries:
+                    raise
+                delay = self._delay(attempt, None)
+            self.echo(f"[retrying in {delay:g}s]")
+            self.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        try:
+            return min(max(float(retry_after), 0.0), MAX_RETRY_AFTER_S)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return self.backoff_base_s * 2**attempt
+
+
+def _api_error(e: Any) -> str:
+    """`the API answered 400 (invalid_request_error): prompt is too long`."""
+    error = e.body.get("error") if isinstance(e.body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return f"the API answered {e.status_code} ({error.get('type', 'error')}): {error['message']}"
+    return f"the API answered {e.status_code}: {e.message}"
+
+
+def _brief(value: dict[str, Any], limit: int = 100) -> str:
+    text = " ".join(f"{k}={v!r}" for k, v in value.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def live_backend(recording: Path | None = None, *, task_id: str | None = None, api_key: str | None = None,
+                 base_url: str | None = None, **options: Any) -> AnthropicBackend:
+    """The real API (or `base_url`), recording each session to `recording` when given."""
+    recorder = Recorder(recording, task_id) if recording is not None else None
+    return AnthropicBackend(lambda: _client(recorder, api_key, base_url), recorder, **options)
+
+
+def replay_backend(path: Path, **options: Any) -> AnthropicBackend:
+    """Replays a recording: the same loop and real tools, the model's side served from the file."""
+    options.setdefault("sleep", lambda seconds: None)
+    return AnthropicBackend(
+        client_factory=lambda: make_client(ReplayTransport(path), api_key="replay", base_url="https://replay.invalid"),
+        **options,
+    )

@@ -1,0 +1,308 @@
+"""The tools an agent session gets, confined to one repository.
+
+`Toolbox.call` never raises for a problem the model caused (unknown tool, bad input, a path outside
+the repo, a missing file, a refused hook call): those come back as `ToolResult(is_error=True)`
+for the model to read and correct.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from specflux.agent.backend import Handoff, TaskHooks
+from specflux.errors import SpecfluxError
+
+SKIP_DIRS = frozenset({".git"})
+MAX_LISTED = 2000
+MAX_MATCHES = 200
+SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")  # never handed to commands the agent runs
+
+_STR = {"type": "string"}
+_PATH = {"type": "string", "description": "Path relative to the repository root."}
+
+
+def _spec(name: str, description: str, required: list[str], **properties: Any) -> dict[str, Any]:
+    schema = {"type": "object", "properties": properties, "required": required}
+    return {"name": name, "description": description, "input_schema": schema}
+
+
+TOOL_SPECS: list[dict[str, Any]] = [
+    _spec("read_file", "Read a text file of the repository.", ["path"], path=_PATH),
+    _spec("list_files", "List the files under a folder of the repository (default: all of it).", [],
+          path=_PATH),
+    _spec("search", "Search files for a Python regular expression; prints `path:line: text` per match.",
+          ["pattern"], pattern=_STR, path=_PATH),
+    _spec("write_file", "Create or replace a file with the given content.", ["path", "content"],
+          path=_PATH, content=_STR),
+    _spec("edit_file", "Replace the one exact occurrence of `old` in a file with `new`.",
+          ["path", "old", "new"], path=_PATH, old=_STR, new=_STR),
+    _spec("run_command", "Run a shell command in the repository root; returns its exit code, stdout "
+          "and stderr (long output is truncated).", ["command"], command=_STR, timeout_s={"type": "number"}),
+    _spec("check_criterion", "Tick acceptance criterion `index` (1-based) of your task once it is met "
+          "and verified.", ["index"], index={"type": "integer", "minimum": 1}),
+    _spec("end_session", "End the session with its progress-log entry. Give `chain_output` only when "
+          "the task is complete: what downstream tasks need to know.", ["did", "issues", "next"],
+          did={"type": "array", "items": _STR}, issues=_STR, next=_STR,
+          chain_output={"type": "object", "properties": {"summary": _STR, "downstream": _STR},
+                        "required": ["summary"]}),
+]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+
+
+class ToolError(Exception):
+    """A problem the model caused; becomes an error result, never escapes `Toolbox.call`."""
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class _Path(_In):
+    path: str
+
+
+class _List(_In):
+    path: str = "."
+
+
+class _Search(_List):
+    pattern: str
+
+
+class _Write(_Path):
+    content: str
+
+
+class _Edit(_Path):
+    old: str = Field(min_length=1)
+    new: str
+
+
+class _Run(_In):
+    command: str = Field(min_length=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+class _Index(_In):
+    index: int
+
+
+def truncate(text: str, limit: int) -> str:
+    """Keep the head and the tail of `text` within `limit` characters, saying what was cut."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters truncated ...]\n{text[len(text) - tail:]}"
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill `proc` and everything it started (it must have been started in its own session)."""
+    try:
+        if os.name == "posix":
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows has no process groups to signal
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class Toolbox:
+    """The tools of one session, every path confined to `root`."""
+
+    def __init__(self, root: Path, hooks: TaskHooks, command_timeout_s: float = 120,
+                 output_limit: int = 20_000, read_only: tuple[str, ...] = ()):
+        """`read_only`: repo-relative folders the agent may read but not write (the task files,
+        which it changes through check_criterion and end_session)."""
+        self.root = Path(os.path.realpath(root))
+        self.read_only = tuple(Path(os.path.realpath(self.root / p)) for p in read_only)
+        self.hooks = hooks
+        self.command_timeout_s = command_timeout_s
+        self.output_limit = output_limit
+        self.ended: Handoff | None = None
+        self._tools: dict[str, tuple[type[BaseModel], Callable[[Any], str]]] = {
+            "read_file": (_Path, self._read_file), "list_files": (_List, self._list_files),
+            "search": (_Search, self._search), "write_file": (_Write, self._write_file),
+            "edit_file": (_Edit, self._edit_file), "run_command": (_Run, self._run_command),
+            "check_criterion": (_Index, self._check_criterion), "end_session": (Handoff, self._end_session),
+        }
+
+    def call(self, name: str, input: dict) -> ToolResult:  # noqa: A002 - the API's word
+        """Run tool `name`; every tool-level problem comes back as an error result."""
+        if name not in self._tools:
+            return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self._tools)}", True)
+        model, run = self._tools[name]
+        try:
+            args = model.model_validate(input if isinstance(input, dict) else {})
+            return ToolResult(run(args))
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'input'}: {err['msg']}" for err in e.errors())
+            return ToolResult(f"bad input for {name}: {problems}", True)
+        except (ToolError, SpecfluxError) as e:
+            return ToolResult(str(e), True)
+        except (OSError, UnicodeDecodeError) as e:
+            return ToolResult(f"{name} failed: {e}", True)
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> Path:
+        """The real path of repo-relative `path`; ToolError if it leaves the repo or is in `.git`."""
+        if not path or os.path.isabs(path) or "\0" in path:
+            raise ToolError(f"{path!r}: give a path relative to the repository root")
+        real = Path(os.path.realpath(self.root / path))
+        refusal = self._refusal(real)
+        if refusal:
+            raise ToolError(f"{path!r} {refusal}")
+        return real
+
+    def _refusal(self, real: Path) -> str | None:
+        """Why an agent may not touch real path `real`, or None."""
+        if not real.is_relative_to(self.root):
+            return "is outside the repository"
+        parts = real.relative_to(self.root).parts
+        if parts and parts[0].lower() in SKIP_DIRS:
+            return "is inside .git, which agents may not touch"
+        return None
+
+    def _show(self, real: Path) -> str:
+        return real.relative_to(self.root).as_posix() or "."
+
+    def _walk(self, top: Path):
+        """Files under `top` (or `top` itself), skipping .git, in a stable order."""
+        if top.is_file():
+            yield top
+            return
+        if not top.is_dir():
+            raise ToolError(f"{self._show(top)}: no such file or folder")
+        for here, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d.lower() not in SKIP_DIRS)
+            for name in sorted(files):
+                yield Path(here, name)
+
+    # -- the tools ---------------------------------------------------------------------------
+
+    def _read_file(self, a: _Path) -> str:
+        real = self.resolve(a.path)
+        if not real.is_file():
+            raise ToolError(f"{a.path}: no such file")
+        data = real.read_bytes()
+        if b"\0" in data[:8192]:
+            raise ToolError(f"{a.path}: binary file ({len(data)} bytes), not shown")
+        text = data.decode("utf-8", errors="replace")
+        if len(text) > self.output_limit:
+            return (text[: self.output_limit] + f"\n[truncated: showed {self.output_limit} of {len(text)} "
+                    "characters; use search or run_command to see the rest]")
+        return text
+
+    def _list_files(self, a: _List) -> str:
+        top = self.resolve(a.path)
+        names = []
+        for n, p in enumerate(self._walk(top)):
+            if n == MAX_LISTED:
+                names.append(f"[stopped after {MAX_LISTED} files; list a sub-folder]")
+                break
+            names.append(self._show(p))
+        return truncate("\n".join(names), self.output_limit) if names else "(no files)"
+
+    def _search(self, a: _Search) -> str:
+        try:
+            regex = re.compile(a.pattern)
+        except re.error as e:
+            raise ToolError(f"bad pattern {a.pattern!r}: {e}") from None
+        lines: list[str] = []
+        for p in self._walk(self.resolve(a.path)):
+            real = Path(os.path.realpath(p))
+            if self._refusal(real) or not real.is_file():
+                continue  # a symlink out of the repo or into .git
+            data = real.read_bytes()
+            if b"\0" in data[:8192]:
+                continue
+            for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+                if regex.search(line):
+                    lines.append(f"{self._show(p)}:{number}: {line[:300]}")
+                    if len(lines) == MAX_MATCHES:
+                        lines.append(f"[stopped after {MAX_MATCHES} matches; narrow the pattern or path]")
+                        return truncate("\n".join(lines), self.output_limit)
+        return truncate("\n".join(lines), self.output_limit) if lines else "(no matches)"
+
+    def writable(self, path: str) -> Path:
+        real = self.resolve(path)
+        if any(real.is_relative_to(folder) for folder in self.read_only):
+            raise ToolError(f"{path!r} is read-only in this session: change the task state with check_criterion "
+                            "and end_session")
+        return real
+
+    def _write_file(self, a: _Write) -> str:
+        real = self.writable(a.path)
+        existed = real.exists()
+        real.parent.mkdir(parents=True, exist_ok=True)
+        real.write_text(a.content, encoding="utf-8", newline="")
+        return f"{'replaced' if existed else 'created'} {a.path} ({len(a.content)} characters)"
+
+    def _edit_file(self, a: _Edit) -> str:
+        real = self.writable(a.path)
+        if not real.is_file():
+            raise ToolError(f"{a.path}: no such file")
+        text = real.read_bytes().decode("utf-8")
+        old, new = a.old, a.new
+        if text.count(old) == 0 and "\r\n" in text and "\r\n" not in old:  # a CRLF file, LF edit
+            old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(f"{a.path}: `old` occurs 0 times; read the file and copy the text exactly")
+        if count > 1:
+            raise ToolError(f"{a.path}: `old` occurs {count} times; it must occur exactly once "
+                            "(include more of the surrounding text)")
+        real.write_bytes(text.replace(old, new, 1).encode("utf-8"))
+        return f"edited {a.path}"
+
+    def _run_command(self, a: _Run) -> str:
+        timeout = min(a.timeout_s or self.command_timeout_s, self.command_timeout_s)
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        proc = subprocess.Popen(a.command, shell=True, cwd=self.root, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            try:
+                out, err = proc.communicate(timeout=2)
+            except subprocess.TimeoutExpired:  # something escaped the group and holds the pipes
+                out, err = b"", b""
+            raise ToolError(f"timed out after {timeout:g}s; the command and its children were killed\n"
+                            + self._streams(out, err)) from None
+        except BaseException:
+            kill_group(proc)
+            proc.wait()
+            raise
+        return f"exit code: {proc.returncode}\n" + self._streams(out, err)
+
+    def _streams(self, out: bytes | None, err: bytes | None) -> str:
+        def show(data: bytes | None) -> str:
+            return truncate((data or b"").decode("utf-8", errors="replace"), self.output_limit)
+
+        return f"--- stdout ---\n{show(out)}\n--- stderr ---\n{show(err)}"
+
+    def _check_criterion(self, a: _Index) -> str:
+        return self.hooks.check_criterion(a.index)
+
+    def _end_session(self, handoff: Handoff) -> str:
+        if self.ended is not None:
+            raise ToolError("the session has already ended")
+        message = self.hooks.end_session(handoff)
+        self.ended = handoff
+        return message
