@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
@@ -14,7 +15,7 @@ from .workspace import natural_key
 
 if TYPE_CHECKING:
     from .files import ChangeSet
-    from .store import TaskStateManager
+    from .store import Outcome, TaskStateManager
 
 _LINK_LINE = re.compile(r"\[Full chain output\]\(")
 
@@ -100,17 +101,23 @@ class Graph:
             raise GraphError("; ".join(problems))
 
     def order(self) -> list[str]:
-        """All tasks, every dependency before its dependents; ties in natural id order."""
+        """All tasks, every dependency before its dependents, otherwise in natural id order."""
         self.check()
-        remaining = {t: {d for d in ds} for t, ds in self.deps.items()}
+        waiting = {t: set(ds) for t, ds in self.deps.items()}
+        dependents: dict[str, list[str]] = {t: [] for t in self.deps}
+        for t, ds in self.deps.items():
+            for d in set(ds):
+                dependents[d].append(t)
+        heap = [(natural_key(t), t) for t, ds in waiting.items() if not ds]
+        heapq.heapify(heap)
         out: list[str] = []
-        while remaining:
-            ready = sorted((t for t, ds in remaining.items() if not ds), key=natural_key)
-            for t in ready:
-                del remaining[t]
-                for ds in remaining.values():
-                    ds.discard(t)
-            out.extend(ready)
+        while heap:
+            _, t = heapq.heappop(heap)
+            out.append(t)
+            for child in dependents[t]:
+                waiting[child].discard(t)
+                if not waiting[child]:
+                    heapq.heappush(heap, (natural_key(child), child))
         return out
 
     def ready(self) -> list[str]:
@@ -217,9 +224,14 @@ def _is_from(region: Region, task_id: str) -> bool:
 
 
 def wire_dependents(
-    manager: "TaskStateManager", upstream: Upstream | None, targets: Iterable[str], changes: "ChangeSet"
+    manager: "TaskStateManager",
+    upstream: Upstream | None,
+    targets: Iterable[str],
+    changes: "ChangeSet",
+    outcome: "Outcome | None" = None,
 ) -> list[str]:
-    """Write `upstream` into each target's chain inputs; returns the targets whose text changed."""
+    """Write `upstream` into each target's chain inputs (archiving a target the write pushes past
+    its size limit); returns the targets whose text changed."""
     if upstream is None:
         return []
     wired = []
@@ -227,9 +239,16 @@ def wire_dependents(
         doc = manager.load(target)
         text = wire_into(doc, [upstream])
         if text != doc.text:
-            changes.write(manager.path(target), text)
+            changes.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), changes, outcome))
             wired.append(target)
     return wired
+
+
+def _fit(manager: "TaskStateManager", task_id: str, doc: TaskDocument, changes: "ChangeSet", outcome: "Outcome | None") -> str:
+    from . import archive
+    from .store import Outcome
+
+    return archive.fit(task_id, doc, manager, changes, outcome if outcome is not None else Outcome(task_id))
 
 
 def wire(manager: "TaskStateManager", task_id: str | None = None) -> list[str]:
@@ -248,5 +267,5 @@ def wire(manager: "TaskStateManager", task_id: str | None = None) -> list[str]:
             wanted = [ups[d] for d in graph.deps[target] if d in ups and ups[d] is not None]
             text = wire_into(doc, wanted)
             if text != doc.text:
-                pending.files.write(manager.path(target), text)
+                pending.files.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), pending.files, outcome))
     return [manager.ws.relative(p) for p in outcome.changed]
