@@ -183,8 +183,9 @@ class TaskDocument:
         try:
             data = json.loads(source)
         except json.JSONDecodeError as e:
-            line = line_number(self.text, fence.body) + e.lineno - 1
-            raise self.error(f"metadata is not valid JSON: {e.msg} (column {e.colno})", line=line) from None
+            at = fence.body + e.pos  # json counts only LF as a line end: place the error ourselves
+            column = at - max(self.text.rfind("\n", 0, at), self.text.rfind("\r", 0, at))
+            raise self.error(f"metadata is not valid JSON: {e.msg} (column {column})", at) from None
         if not isinstance(data, dict):
             raise self.error("metadata must be a JSON object", fence.body)
         self._check_metadata(data)

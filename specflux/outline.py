@@ -14,9 +14,11 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+# Where a line starts: CR, LF and CRLF all end a line (CommonMark), and re.M's `^` knows only LF.
+_LINE_START = r"(?:^|(?<=\r))"
 # Lines that can open a heading, a fenced code block or an HTML comment block (CommonMark: up to
 # three spaces of indentation).
-_INTERESTING = re.compile(r"^ {0,3}(?:#{1,6}(?=[ \t\r\n]|$)|`{3,}|~{3,}|<!--)", re.M)
+_INTERESTING = re.compile(_LINE_START + r" {0,3}(?:#{1,6}(?=[ \t\r\n]|$)|`{3,}|~{3,}|<!--)", re.M)
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))??(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
 _LINE_END = re.compile(r"\r\n|\n|\r")
@@ -64,8 +66,11 @@ class Outline:
 
 
 def line_number(text: str, pos: int) -> int:
-    """1-based line number of offset `pos` in `text` (CRLF and LF endings)."""
-    return text.count("\n", 0, pos) + 1
+    """1-based line number of offset `pos` in `text` (CRLF, LF and CR endings)."""
+    lines = text.count("\n", 0, pos) + 1
+    if "\r" in text:  # a CR not followed by LF ends a line too
+        lines += text.count("\r", 0, pos) - text.count("\r\n", 0, pos)
+    return lines
 
 
 def line_end(text: str, pos: int) -> int:
@@ -111,7 +116,7 @@ def scan(text: str) -> Outline:
                 outline.headings.append(Heading(len(h.group(1)), (h.group(2) or "").strip(), start, after))
             pos = after
         elif stripped.startswith("<!--"):
-            close = text.find("-->", start + 4)
+            close = text.find("-->", start)  # "<!-->" closes itself (CommonMark)
             stop = n if close < 0 else line_end(text, close)
             outline.opaque.append((start, stop))
             pos = stop
@@ -121,7 +126,7 @@ def scan(text: str) -> Outline:
                 pos = after  # backtick "fence" with a backtick in its info string is inline code
                 continue
             marker = fence.group(1)
-            closer = re.compile(r"^ {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*(?=\r\n|\n|\r|\Z)", re.M)
+            closer = re.compile(_LINE_START + r" {0,3}" + re.escape(marker[0]) + "{" + str(len(marker)) + r",}[ \t]*(?=\r\n|\n|\r|\Z)", re.M)
             c = closer.search(text, after)
             stop = n if c is None else line_end(text, c.start())
             close = n if c is None else c.start()
