@@ -8,6 +8,7 @@ session ever written is, byte for byte, in exactly one of the two files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from .store import Outcome, TaskStateManager
 
 ACCOMPLISHMENTS_LIMIT = 800
+_SHA = re.compile(r"[0-9a-f]{4,64}")
+_MORE = re.compile(r"\((\d+) more\)")
 COMMITS_LIMIT = 40
 
 
@@ -66,7 +69,9 @@ def fit(task_id: str, doc: TaskDocument, manager: "TaskStateManager", changes: "
         existing = read_text(archive_path) if archive_path.is_file() else None
     keep = cfg.keep_sessions
     result = archive_text(doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
-    while result is not None and _size(result.state) > limit and keep > 1:
+    # Past the limit, keep fewer sessions (down to the latest one) until the file fits; this also
+    # applies when the file holds no more than keep_sessions sessions and nothing moved yet.
+    while _size(result.state if result else doc.text) > limit and keep > 1:
         keep -= 1
         result = archive_text(doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
     if result is None:
@@ -122,9 +127,11 @@ def archive_text(doc: TaskDocument, keep: int, existing_archive: str | None, com
     accomplishments = "; ".join(x for x in [previous.accomplishments if previous else "", *did] if x)
     if len(accomplishments) > ACCOMPLISHMENTS_LIMIT:
         accomplishments = accomplishments[: ACCOMPLISHMENTS_LIMIT - 1].rstrip() + "…"
-    shas = [*(previous.commits if previous else []), *commits([m.number for m in moved])]
-    shas = [s for s in shas if s != "…"]
-    commit_text = ", ".join(shas[:COMMITS_LIMIT]) + (f", … ({len(shas) - COMMITS_LIMIT} more)" if len(shas) > COMMITS_LIMIT else "")
+    written = previous.commits if previous else []
+    elided = _MORE.search(" ".join(written))  # commits an earlier run counted but did not list
+    shas = [s for s in [*written, *commits([m.number for m in moved])] if _SHA.fullmatch(s)]
+    more = len(shas) - COMMITS_LIMIT + (int(elided.group(1)) if elided else 0)
+    commit_text = ", ".join(shas[:COMMITS_LIMIT]) + (f", … ({more} more)" if more > 0 else "")
     summary = "\n".join(
         [
             f"### Archived Summary (Sessions {first}-{last})",

@@ -172,15 +172,18 @@ def dependents(manager: "TaskStateManager", task_id: str) -> list[str]:
     return [t for t in sorted(graph.deps, key=natural_key) if task_id in graph.deps[t]]
 
 
-def _owned_span(doc: TaskDocument, region: Region) -> tuple[int, int]:
+def _owned_span(doc: TaskDocument, region: Region) -> tuple[int, int, tuple[int, int] | None]:
     """The part of a `### From Task` subsection that wiring wrote: heading, quote, link line.
 
-    Anything a person added below it stays where it is.
+    Anything a person added below it stays where it is. When a person wrote something between
+    the quote and the link line, the span ends with the quote and the link line's own span is
+    returned third, so that a refresh updates it in place instead of adding a second one.
     """
     text = doc.text
-    pos, end = region.body, region.body
+    pos = region.body
     last = region.start
     state = "quote"
+    linked = False
     while pos < region.end:
         line = text[pos : content_end(text, pos)]
         stripped = line.strip()
@@ -189,13 +192,18 @@ def _owned_span(doc: TaskDocument, region: Region) -> tuple[int, int]:
         elif not stripped:
             state = "link" if last != region.start else state
         elif state == "link" and _LINK_LINE.match(stripped):
-            last = pos
+            last, linked = pos, True
             break
         else:
             break
         pos = line_end(text, pos)
-    end = content_end(text, last)
-    return region.start, end
+    later = None
+    while not linked and pos < region.end:
+        if _LINK_LINE.match(text[pos : content_end(text, pos)].strip()) and not doc.outline.in_opaque(pos):
+            later = (pos, content_end(text, pos))
+            break
+        pos = line_end(text, pos)
+    return region.start, content_end(text, last), later
 
 
 def wire_into(doc: TaskDocument, upstreams: Iterable[Upstream]) -> str:
@@ -207,14 +215,18 @@ def wire_into(doc: TaskDocument, upstreams: Iterable[Upstream]) -> str:
         block = render_chain_input(up.task_id, up.title, up.summary, up.downstream, up.link)
         existing = next((r for r in doc.subsections(doc.sections.get("chain_inputs")) if _is_from(r, up.task_id)), None)
         if existing is None:
-            edit = doc.append_to_section("chain_inputs", block)
+            edits = [doc.append_to_section("chain_inputs", block)]
         else:
-            start, end = _owned_span(doc, existing)
-            wanted = block.replace("\n", doc.newline)
-            if doc.text[start:end] == wanted:
+            start, end, later_link = _owned_span(doc, existing)
+            if later_link is None:
+                edits = [Edit(start, end, block)]
+            else:  # heading and quote here, the link line refreshed where it stands
+                head, _, link = block.rpartition("\n")
+                edits = [Edit(start, end, head.rstrip("\n")), Edit(*later_link, link)]
+            edits = [Edit(e.start, e.end, e.text.replace("\n", doc.newline)) for e in edits]
+            if all(doc.text[e.start : e.end] == e.text for e in edits):
                 continue
-            edit = Edit(start, end, wanted)
-        doc = TaskDocument(apply_edits(doc.text, [edit]), doc.path)
+        doc = TaskDocument(apply_edits(doc.text, edits), doc.path)
     return doc.text
 
 

@@ -82,7 +82,7 @@ def lint_workspace(ws: Workspace, paths: Iterable[Path] = ()) -> list[Problem]:
         rel = ws.relative(path.resolve())
         m = STATE_FILE.fullmatch(path.name)
         try:
-            doc = TaskDocument(read_text(path), rel)
+            doc = TaskDocument(read_text(path, rel), rel)
         except FileNotFoundError:
             problems.append(Problem(rel, None, "no such file"))
             continue

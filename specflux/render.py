@@ -6,6 +6,7 @@ Everything here returns text with "\\n" line endings; the document layer convert
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from string import Template
 from typing import Any, Iterable
@@ -80,7 +81,7 @@ def render_chain_output(summary: str, downstream: str = "") -> str:
 
 
 def quote(text: str) -> str:
-    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
+    return "\n".join(f"> {line}".rstrip() for line in re.split(r"\r\n|\n|\r", text.strip()))
 
 
 def render_chain_input(task_id: str, title: str, summary: str, downstream: str, link: str) -> str:

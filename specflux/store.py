@@ -92,7 +92,7 @@ class TaskStateManager:
         path = self.path(task_id)
         if not path.is_file():
             raise NotFoundError(f"no task {task_id} (expected {self.ws.relative(path)})")
-        doc = TaskDocument(read_text(path), self.ws.relative(path))
+        doc = TaskDocument(read_text(path, self.ws.relative(path)), self.ws.relative(path))
         doc.title  # noqa: B018 - raise now for a broken title
         doc.metadata  # noqa: B018
         return doc
@@ -111,9 +111,9 @@ class TaskStateManager:
         path = self.ws.task_path(task_id)
         rel = self.ws.relative(path)
         try:
-            text = read_text(path)
+            text = read_text(path, rel)
         except SpecfluxError as e:
-            return TaskSummary(task_id, path, path.stat().st_size, error=e.located(rel))
+            return TaskSummary(task_id, path, path.stat().st_size, error=e)
         row = TaskSummary(task_id, path, len(text.encode("utf-8")) if not text.isascii() else len(text))
         try:
             doc = TaskDocument(text, rel)
@@ -321,7 +321,7 @@ def json_id(task_id: str) -> int | str:
 
 
 def first_line(text: str, width: int = 60) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = re.split(r"\r\n|\n|\r", text.strip(), maxsplit=1)[0]
     return line if len(line) <= width else line[: width - 1].rstrip() + "…"
 
 

@@ -192,7 +192,7 @@ def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, repor
     from ..lint import lint_document
 
     path = manager.path(task_id)
-    doc = TaskDocument(read_text(path), manager.ws.relative(path))
+    doc = TaskDocument(read_text(path, manager.ws.relative(path)), manager.ws.relative(path))
     problems = [p for p in lint_document(doc, task_id, manager.ws.config.archive)
                 if p.severity == "error" and "total_sessions" not in p.message]
     if problems:
