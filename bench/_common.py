@@ -1,0 +1,132 @@
+"""Shared helpers for the benchmark scripts: timing, medians, tables, the commands under test.
+
+Plain Python on purpose (no hyperfine needed): every measurement is repeated, the first run(s)
+are discarded as warm-up, and the cases being compared run interleaved (A, B, A, B, ...) so that a
+noisy neighbour slows both sides alike. Report ratios measured in the same run, not absolute times.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+HERE = Path(__file__).resolve().parent
+PYTHON = sys.executable
+
+# Backlog.md 1.52 / Taskmaster / YAML floor, medians of whole-process runs on a 2-core machine
+# (shared/LIBRARIES.md, shared/peers/results-2026-11-22.md). For scale only: another run, another day.
+PEERS = {
+    "Backlog.md `task list --plain`": {100: 201, 1000: 583, 5000: 2143},
+    "Backlog.md `task edit --check-ac 1`": {100: 221, 1000: 671, 5000: 2719},
+    "Taskmaster 0.43 `list`": {100: 1807, 1000: 1958, 5000: 4267},
+    "Python: read every file + YAML front matter": {100: 61, 1000: 108, 5000: 329},
+}
+
+
+def specflux_argv() -> list[str]:
+    """The installed `specflux` console script next to this interpreter (else `python -m`)."""
+    script = Path(PYTHON).parent / "specflux"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("specflux")
+    if found:
+        return [found]
+    return [PYTHON, "-m", "specflux.cli"]
+
+
+def run(argv: Sequence[str], *, cwd=None, env=None, check: bool = True, capture: bool = False) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        list(argv),
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv))} exited {done.returncode}: {done.stderr.strip()[:2000]}")
+    return done
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def compare(
+    cases: dict[str, Callable[[], object]],
+    runs: int,
+    warmup: int = 1,
+    setup: Callable[[str], object] | None = None,
+) -> dict[str, list[float]]:
+    """Run every case `warmup + runs` times, interleaved; return the timed runs in ms per case.
+
+    `setup(name)` (not timed) runs before each run of each case, e.g. to restore a file.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for i in range(warmup + runs):
+        for name, fn in cases.items():
+            if setup is not None:
+                setup(name)
+            ms = timed(fn)
+            if i >= warmup:
+                samples[name].append(ms)
+    return samples
+
+
+def md(samples: Sequence[float]) -> float:
+    return statistics.median(samples)
+
+
+def spread(samples: Sequence[float]) -> str:
+    """`median (min-max, n)` as a compact cell."""
+    return f"{md(samples):.1f} ({min(samples):.0f}-{max(samples):.0f}, n={len(samples)})"
+
+
+def fmt_ms(ms: float) -> str:
+    return f"{ms:,.1f}" if ms < 100 else f"{ms:,.0f}"
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def verdict(value: float, target: float) -> str:
+    return f"met (<= {target:g}x)" if value <= target else f"MISSED (> {target:g}x)"
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    lines = ["| " + " | ".join(map(str, headers)) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(lines)
+
+
+def make_workspace(n: int, parent: Path | None = None, name: str | None = None) -> Path:
+    """A fresh workspace with `n` generated tasks (see gen_tasks.py) in a temp folder."""
+    sys.path.insert(0, str(HERE))
+    import gen_tasks
+
+    root = Path(tempfile.mkdtemp(prefix=f"specflux-bench-{name or n}-", dir=parent))
+    gen_tasks.generate(n, root)
+    return root
+
+
+def machine() -> str:
+    import platform
+
+    return f"Python {platform.python_version()} on {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs"
+
+
+def header(title: str, quick: bool) -> None:
+    print(f"## {title}{' (--quick)' if quick else ''}\n")
+    print(f"{machine()}; specflux: `{' '.join(specflux_argv())}`\n")
