@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .config import ArchiveConfig
+from .config import kb
 from .document import Edit, Region, TaskDocument, apply_edits, bullet_items, labelled_fields
 from .files import read_text
 from .outline import content_end
@@ -25,19 +25,6 @@ ACCOMPLISHMENTS_LIMIT = 800
 _SHA = re.compile(r"[0-9a-f]{4,64}")
 _MORE = re.compile(r"\((\d+) more\)")
 COMMITS_LIMIT = 40
-
-
-def kb(size: int) -> str:
-    return f"{size / 1024:.1f} KB" if size < 10 * 1024 else f"{size / 1024:.0f} KB"
-
-
-def warnings(size: int, sessions: int, cfg: ArchiveConfig) -> list[str]:
-    out = []
-    if size > cfg.warn_kb * 1024:
-        out.append(f"{kb(size)}, past the {cfg.warn_kb:g} KB warning size")
-    if sessions > cfg.suggest_split_sessions:
-        out.append(f"{sessions} sessions: consider splitting this task into smaller ones")
-    return out
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,25 @@ from typing import Any
 from .errors import ParseError
 
 
+def kb(size: int) -> str:
+    return f"{size / 1024:.1f} KB" if size < 10 * 1024 else f"{size / 1024:.0f} KB"
+
+
 @dataclass(frozen=True)
 class ArchiveConfig:
     warn_kb: float = 50
     archive_kb: float = 75
     keep_sessions: int = 5
     suggest_split_sessions: int = 20
+
+    def warnings(self, size: int, sessions: int) -> list[str]:
+        """The size warning and the decomposition suggestion, where they apply."""
+        out = []
+        if size > self.warn_kb * 1024:
+            out.append(f"{kb(size)}, past the {self.warn_kb:g} KB warning size")
+        if sessions > self.suggest_split_sessions:
+            out.append(f"{sessions} sessions: consider splitting this task into smaller ones")
+        return out
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,11 @@ the file's own line endings. `str(doc)` is always the text it was built from.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from json.decoder import scanstring
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -38,7 +39,8 @@ _TITLE = re.compile(r"^task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:[:\-–—]
 _SESSION = re.compile(r"^session\s*#?\s*(\d+)\b\s*(?:[-–—:,]\s*)?(.*)$", re.I)
 _ARCHIVED = re.compile(r"^archived\s+summary\s*\(\s*sessions?\s*(\d+)\s*[-–—]\s*(\d+)\s*\)", re.I)
 _FROM_TASK = re.compile(r"^from\s+task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*?)\s*(?:[:\-–—]\s*(.*))?$", re.I)
-_CHECKBOX = re.compile(r"(?:^|(?<=\r))([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX])\](?=[ \t\r\n]|$)[ \t]*([^\r\n]*)", re.M)
+# Matched from the line break before the line (see outline.py): search from region.body - 1.
+_CHECKBOX = re.compile(r"[\n\r]([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX])\](?=[ \t\r\n]|\Z)[ \t]*([^\r\n]*)")
 _LABEL = re.compile(r"^[ \t]*\*\*([A-Za-z][A-Za-z ]*?)\s*:?\s*\*\*\s*:?[ \t]*(.*)$")
 _BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _PLACEHOLDER = re.compile(r"\([^\r\n]*\)")
@@ -47,6 +49,18 @@ _WS = re.compile(r"[ \t\r\n]*")
 _LINE_BREAK = re.compile(r"\r\n|\n|\r")  # only these end a line: not U+2028, \x0c or \x85 (str.splitlines)
 
 
+def _region_ends(headings: list[Heading], length: int) -> list[int]:
+    """For each heading, where the text it owns ends: at the next heading of its level or higher."""
+    ends = [length] * len(headings)
+    open_: list[int] = []
+    for i, h in enumerate(headings):
+        while open_ and headings[open_[-1]].level >= h.level:
+            ends[open_.pop()] = h.start
+        open_.append(i)
+    return ends
+
+
+@lru_cache(maxsize=4096)
 def normalise_heading(text: str) -> str:
     """`3. Progress Log` -> `progress log`: numbers, case, colons and extra spaces do not matter."""
     return " ".join(_NUMBERED.sub("", text.strip()).rstrip(":").split()).lower()
@@ -107,12 +121,13 @@ class TaskDocument:
         self.newline = newline_of(text)
         self.sections: dict[str, Region] = {}
         headings = self.outline.headings
+        self._ends = _region_ends(headings, len(text))
         self.title_heading = next((h for h in headings if h.level == 1), None)
         for i, h in enumerate(headings):
             if h.level == 2:
                 key = _SECTION_KEYS.get(normalise_heading(h.text))
                 if key and key not in self.sections:
-                    self.sections[key] = Region(h, self._region_end(i))
+                    self.sections[key] = Region(h, self._ends[i])
 
     def __str__(self) -> str:
         return self.text
@@ -120,21 +135,22 @@ class TaskDocument:
     # ----------------------------------------------------------------- structure
 
     def _region_end(self, index: int) -> int:
-        headings = self.outline.headings
-        level = headings[index].level
-        for h in headings[index + 1 :]:
-            if h.level <= level:
-                return h.start
-        return len(self.text)
+        return self._ends[index]
 
     def subsections(self, region: Region | None, level: int = 3) -> Iterator[Region]:
         """The headings of `level` inside `region`, each with the text it owns."""
         if region is None:
             return
-        headings = self.outline.headings
-        for i, h in enumerate(headings):
-            if region.start < h.start < region.end and h.level == level:
-                yield Region(h, min(self._region_end(i), region.end))
+        headings, ends = self.outline.headings, self._ends
+        i = bisect.bisect_right(self._starts, region.start)
+        while i < len(headings) and headings[i].start < region.end:
+            if headings[i].level == level:
+                yield Region(headings[i], min(ends[i], region.end))
+            i += 1
+
+    @cached_property
+    def _starts(self) -> list[int]:
+        return [h.start for h in self.outline.headings]
 
     def find_subsection(self, region: Region | None, name: str) -> Region | None:
         return next((r for r in self.subsections(region) if normalise_heading(r.heading.text) == name), None)
@@ -255,8 +271,8 @@ class TaskDocument:
         if region is None:
             return []
         out, indents = [], []
-        for m in _CHECKBOX.finditer(self.text, region.body, region.end):
-            if self.outline.in_opaque(m.start()):
+        for m in _CHECKBOX.finditer(self.text, region.body - 1, region.end):
+            if self.outline.in_opaque(m.start() + 1):
                 continue
             indent = len(m.group(1).expandtabs(4))
             while indents and indents[-1] >= indent:

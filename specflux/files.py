@@ -18,12 +18,15 @@ os.umask(_UMASK)
 def read_text(path: Path, shown_as: str | None = None) -> str:
     """The file's exact text: no newline translation; invalid UTF-8 is an error located at
     `shown_as` (the path as the user should see it) or `path`."""
-    data = path.read_bytes()
+    return decode(path.read_bytes(), shown_as or str(path))
+
+
+def decode(data: bytes, shown_as: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise ParseError(f"not valid UTF-8 (byte {e.start})", shown_as or path, line) from None
+        raise ParseError(f"not valid UTF-8 (byte {e.start})", shown_as, line) from None
 
 
 def atomic_write(path: Path, text: str) -> None:

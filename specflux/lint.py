@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from . import archive
 from .chain import Graph
 from .config import ArchiveConfig
 from .document import TaskDocument
@@ -67,7 +66,7 @@ def lint_document(doc: TaskDocument, file_id: str | None, cfg: ArchiveConfig) ->
         problems.append(Problem(path, key_line("total_sessions"), f"total_sessions is {total} but the progress log has {doc.session_count} session(s)"))
 
     size = len(doc.text.encode("utf-8"))
-    for message in archive.warnings(size, doc.session_count, cfg):
+    for message in cfg.warnings(size, doc.session_count):
         problems.append(Problem(path, None, message, "warning"))
     return problems
 

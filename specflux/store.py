@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from . import archive, chain
 from .document import STATUSES, Edit, TaskDocument, apply_edits
 from .errors import NotFoundError, SpecfluxError, UsageError
-from .files import ChangeSet, locked, read_text
+from .files import ChangeSet, decode, locked, read_text
 from .render import now_stamp, render_chain_output, render_session, render_task
 from .workspace import Workspace, check_id, natural_key
 
 if TYPE_CHECKING:
+    from .chain import Upstream
     from .model import ChainOutput, SessionInput, TaskState
     from .vcs import Git
 
@@ -108,15 +108,14 @@ class TaskStateManager:
         return [r for r in rows if status is None or r.status == status or r.error is not None and status == "broken"]
 
     def summary(self, task_id: str) -> TaskSummary:
+        """The row of `list` for one task; a broken file gives a row with its error."""
         path = self.ws.task_path(task_id)
-        rel = self.ws.relative(path)
+        rel = self.ws.task_rel(task_id)
         try:
-            text = read_text(path, rel)
-        except SpecfluxError as e:
-            return TaskSummary(task_id, path, path.stat().st_size, error=e)
-        row = TaskSummary(task_id, path, len(text.encode("utf-8")) if not text.isascii() else len(text))
-        try:
-            doc = TaskDocument(text, rel)
+            with open(path, "rb") as f:
+                data = f.read()
+            row = TaskSummary(task_id, path, len(data))
+            doc = TaskDocument(decode(data, rel), rel)
             row.title = doc.title[1]
             row.status = doc.status
             row.dependencies = doc.dependencies
@@ -126,7 +125,7 @@ class TaskStateManager:
         except SpecfluxError as e:
             row.error = e
             return row
-        row.warnings = archive.warnings(row.size, row.sessions, self.ws.config.archive)
+        row.warnings = self.ws.config.archive.warnings(row.size, row.sessions)
         return row
 
     # ----------------------------------------------------------------- writing
@@ -213,7 +212,9 @@ class TaskStateManager:
             with self.changing([task_id], outcome) as pending:
                 doc = TaskDocument(text, self.ws.relative(self.path(task_id)))
                 doc.metadata  # noqa: B018 - a broken override template fails here, before writing
-                text = chain.wire_into(doc, self._upstream_outputs(deps))
+                from .chain import wire_into
+
+                text = wire_into(doc, self._upstream_outputs(deps))
                 pending.files.write(self.path(task_id), text)
         return outcome
 
@@ -252,6 +253,8 @@ class TaskStateManager:
         usage_line: str | None = None,
     ) -> Outcome:
         """Tick `checks`, append the session, move pending to in_progress, archive if too big, commit."""
+        from .archive import fit
+
         task_id = check_id(task_id)
         outcome = Outcome(task_id)
         with self.changing([task_id], outcome) as pending:
@@ -264,7 +267,7 @@ class TaskStateManager:
             edits: list[Edit] = [doc.append_to_section("progress", block)]
             edits += doc.metadata_edits({"status": new_status, "total_sessions": doc.session_count + 1})
             text = apply_edits(doc.text, edits)
-            text = archive.fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
+            text = fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
             outcome.session, outcome.status = number, new_status
             if commit:
@@ -283,10 +286,13 @@ class TaskStateManager:
 
     def complete(self, task_id: str, summary: str, downstream: str = "", *, commit: bool = True, extra_paths: Iterable[Path] = ()) -> Outcome:
         """Write the chain output, set status complete, and wire it into every dependent task."""
+        from .archive import fit
         task_id = check_id(task_id)
         if not summary.strip():
             raise UsageError("a chain output needs a summary (--summary)")
-        dependents = chain.dependents(self, task_id)
+        from .chain import dependents as find_dependents, upstream_from, wire_dependents
+
+        dependents = find_dependents(self, task_id)
         outcome = Outcome(task_id, status="complete")
         with self.changing([task_id, *dependents], outcome) as pending:
             doc = self.load(task_id)
@@ -294,9 +300,10 @@ class TaskStateManager:
             region = doc.sections.get("chain_output")
             edit = doc.replace_content(region, block) if region else doc.append_to_section("chain_output", block)
             text = apply_edits(doc.text, [edit, *doc.metadata_edits({"status": "complete"})])
-            text = archive.fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
+            text = fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
-            outcome.wired = chain.wire_dependents(self, chain.upstream_from(task_id, TaskDocument(text, doc.path)), dependents, pending.files)
+            upstream = upstream_from(task_id, TaskDocument(text, doc.path))
+            outcome.wired = wire_dependents(self, upstream, dependents, pending.files)
             if commit:
                 pending.commit = CommitRequest(
                     subject=f"task {task_id}: complete — {first_line(summary)}",
@@ -305,11 +312,13 @@ class TaskStateManager:
                 )
         return outcome
 
-    def _upstream_outputs(self, deps: Iterable[str]) -> list[chain.Upstream]:
+    def _upstream_outputs(self, deps: Iterable[str]) -> list["Upstream"]:
+        from .chain import upstream_of
+
         found = []
         for dep in deps:
             if self.path(dep).is_file():
-                up = chain.upstream_of(self, dep)
+                up = upstream_of(self, dep)
                 if up is not None:
                     found.append(up)
         return found

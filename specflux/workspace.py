@@ -28,15 +28,15 @@ def check_id(task_id: str) -> str:
 class Workspace:
     root: Path  # the folder holding .specflux/
 
-    @property
+    @cached_property
     def dir(self) -> Path:
         return self.root / ".specflux"
 
-    @property
+    @cached_property
     def states_dir(self) -> Path:
         return self.dir / "task-states"
 
-    @property
+    @cached_property
     def archives_dir(self) -> Path:
         return self.dir / "archives"
 
@@ -46,6 +46,10 @@ class Workspace:
 
     def task_path(self, task_id: str) -> Path:
         return self.states_dir / f"task-{task_id}-state.md"
+
+    def task_rel(self, task_id: str) -> str:
+        """The task file's path as shown to the user: relative to the workspace root."""
+        return f".specflux/task-states/task-{task_id}-state.md"
 
     def archive_path(self, task_id: str) -> Path:
         return self.archives_dir / f"task-{task_id}-archive.md"
