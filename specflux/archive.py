@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from .store import Outcome, TaskStateManager
 
 ACCOMPLISHMENTS_LIMIT = 800
-_SHA = re.compile(r"[0-9a-f]{4,64}")
-_MORE = re.compile(r"\((\d+) more\)")
 COMMITS_LIMIT = 40
 
 
@@ -115,9 +113,9 @@ def archive_text(doc: TaskDocument, keep: int, existing_archive: str | None, com
     if len(accomplishments) > ACCOMPLISHMENTS_LIMIT:
         accomplishments = accomplishments[: ACCOMPLISHMENTS_LIMIT - 1].rstrip() + "…"
     written = previous.commits if previous else []
-    elided = _MORE.search(" ".join(written))  # commits an earlier run counted but did not list
-    shas = [s for s in [*written, *commits([m.number for m in moved])] if _SHA.fullmatch(s)]
-    more = len(shas) - COMMITS_LIMIT + (int(elided.group(1)) if elided else 0)
+    elided = previous.more_commits if previous else 0  # counted by an earlier run but not listed
+    shas = [*written, *commits([m.number for m in moved])]
+    more = len(shas) - COMMITS_LIMIT + elided
     commit_text = ", ".join(shas[:COMMITS_LIMIT]) + (f", … ({more} more)" if more > 0 else "")
     summary = "\n".join(
         [
@@ -166,9 +164,10 @@ def _moved(doc: TaskDocument, number: int, stamp: str | None, region: Region) ->
     return _Moved(number, stamp, doc.text[region.start : _content_stop(doc, region)], did)
 
 
-def archive_task(manager: "TaskStateManager", task_id: str, force: bool = False) -> "Outcome":
-    """`specflux archive ID`: apply the size rules now (or move old sessions regardless, `force`)."""
-    from .store import Outcome
+def archive_task(manager: "TaskStateManager", task_id: str, force: bool = False, commit: bool = True) -> "Outcome":
+    """`specflux archive ID`: apply the size rules now (or move old sessions regardless, `force`),
+    and commit the task file with its archive so that no session ever leaves git's history."""
+    from .store import CommitRequest, Outcome
 
     outcome = Outcome(task_id)
     with manager.changing([task_id], outcome) as pending:
@@ -176,4 +175,10 @@ def archive_task(manager: "TaskStateManager", task_id: str, force: bool = False)
         text = fit(task_id, doc, manager, pending.files, outcome, force=force)
         if text != doc.text:
             pending.files.write(manager.path(task_id), text)
+            if commit:
+                moved = "; ".join(outcome.archived)
+                pending.commit = CommitRequest(
+                    subject=f"task {task_id}: archive {moved.split(' -> ')[0]}",
+                    trailers={"Specflux-Task": task_id, "Specflux-Status": doc.status},
+                )
     return outcome

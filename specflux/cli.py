@@ -163,11 +163,11 @@ def cmd_wire(args) -> int:
 def cmd_archive(args) -> int:
     from .archive import archive_task
 
-    manager = _manager(args, commit=False)
+    manager = _manager(args)
     ids = [args.id] if args.id else manager.ws.task_ids()
     moved = 0
     for task_id in ids:
-        outcome = archive_task(manager, task_id, force=args.force)
+        outcome = archive_task(manager, task_id, force=args.force, commit=not args.no_commit)
         notices(outcome)
         for line in outcome.archived:
             print(f"task {task_id}: archived {line}")
@@ -231,6 +231,7 @@ def cmd_log(args) -> int:
     from .history import task_history
 
     manager = _manager(args)
+    manager.load(args.id)  # an unknown or broken task is an error, not an empty history
     entries = task_history(manager, args.id)
     if args.json:
         emit_json(entries)
@@ -336,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = cmd("archive", "move old sessions to .specflux/archives/ by the size rules")
     s.add_argument("id", nargs="?")
     s.add_argument("--force", action="store_true", help="archive even under the size limit")
+    s.add_argument("--no-commit", action="store_true")
 
     s = cmd("lint", "validate task files; exit 1 with path:line: message per problem")
     s.add_argument("paths", nargs="*", metavar="PATH")

@@ -35,6 +35,7 @@ max_turns = 12
 """
 
 PROJECT = {
+    ".gitignore": "__pycache__/\n",
     "README.md": "# textkit\n\nSmall text helpers.\n",
     "textkit/__init__.py": '"""Small text helpers."""\n',
 }

@@ -46,6 +46,7 @@ _BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _PLACEHOLDER = re.compile(r"\([^\r\n]*\)")
 _LINK = re.compile(r"\[(?:Full details:\s*)?([^\]]+)\](?:\(([^)]+)\))?")
 _WS = re.compile(r"[ \t\r\n]*")
+_SHA = re.compile(r"\b[0-9a-f]{7,64}\b")
 _LINE_BREAK = re.compile(r"\r\n|\n|\r")  # only these end a line: not U+2028, \x0c or \x85 (str.splitlines)
 
 
@@ -393,7 +394,8 @@ class TaskDocument:
             last=last,
             duration=plain(fields.get("duration", [])),
             accomplishments=plain(fields.get("accomplishments", [])),
-            commits=[c.strip() for c in re.split(r"[,\s]+", commits) if c.strip() and c.strip().lower() != "none"],
+            commits=_SHA.findall(commits),
+            more_commits=int(more.group(1)) if (more := re.search(r"\((\d+) more\)", commits)) else 0,
             archive=(link.group(2) or link.group(1)).strip() if link else None,
             line=line_number(self.text, region.start),
         )

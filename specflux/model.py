@@ -72,6 +72,7 @@ class ArchivedSummary(_Value):
     duration: str
     accomplishments: str
     commits: list[str]
+    more_commits: int = 0  # commits counted but not listed ("… (12 more)")
     archive: Optional[str]
     line: int
 

@@ -303,7 +303,7 @@ class TaskStateManager:
             text = fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
             upstream = upstream_from(task_id, TaskDocument(text, doc.path))
-            outcome.wired = wire_dependents(self, upstream, dependents, pending.files)
+            outcome.wired = wire_dependents(self, upstream, dependents, pending.files, outcome)
             if commit:
                 pending.commit = CommitRequest(
                     subject=f"task {task_id}: complete — {first_line(summary)}",

@@ -261,11 +261,6 @@ def test_repeated_archive_extends_one_summary(git_repo):
     assert_invariant(ws, "12", entries)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli.cmd_archive builds its manager with _manager(args, commit=False), i.e. git=False, so "
-    "archive._commit_lookup finds no repository and the summary says '**Commits:** none'",
-)
 def test_cli_archive_lists_the_commits_of_the_archived_sessions(git_repo, capsys):
     ws = setup_workspace(git_repo, archive_kb=1000, keep_sessions=2)
     manager = TaskStateManager(ws)
@@ -283,11 +278,6 @@ def test_cli_archive_lists_the_commits_of_the_archived_sessions(git_repo, capsys
         assert commits[n].startswith(short)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="document.TaskDocument.archived_summary reads the `[Full details: ...]` line under "
-    "**Commits:** as part of the commits field, so `show --json` lists '[Full', 'details:' and the path as commits",
-)
 def test_show_json_reads_the_archived_summary_back(git_repo, capsys):
     ws = setup_workspace(git_repo, archive_kb=1000, keep_sessions=2)
     manager = TaskStateManager(ws)

@@ -22,6 +22,9 @@ from specflux.agent.backend import Handoff, TaskHooks
 from specflux.errors import SpecfluxError
 
 SKIP_DIRS = frozenset({".git"})
+# specflux's own bookkeeping: not the project's files, and different in every checkout (a listing
+# that showed them would make recordings unreplayable elsewhere).
+HIDDEN = (".specflux/recordings", ".specflux/locks")
 MAX_LISTED = 2000
 MAX_MATCHES = 200
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")  # never handed to commands the agent runs
@@ -188,8 +191,9 @@ class Toolbox:
             return
         if not top.is_dir():
             raise ToolError(f"{self._show(top)}: no such file or folder")
+        hidden = {os.path.join(self.root, h) for h in HIDDEN}
         for here, dirs, files in os.walk(top):
-            dirs[:] = sorted(d for d in dirs if d.lower() not in SKIP_DIRS)
+            dirs[:] = sorted(d for d in dirs if d.lower() not in SKIP_DIRS and os.path.join(here, d) not in hidden)
             for name in sorted(files):
                 yield Path(here, name)
 
