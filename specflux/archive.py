@@ -8,7 +8,6 @@ session ever written is, byte for byte, in exactly one of the two files.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 

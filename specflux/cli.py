@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .errors import SpecfluxError, UsageError
+from .errors import SpecfluxError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 

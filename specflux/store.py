@@ -104,7 +104,18 @@ class TaskStateManager:
         return self.load(task_id).chain_output()
 
     def summaries(self, status: str | None = None) -> list[TaskSummary]:
-        rows = [self.summary(task_id) for task_id in self.ws.task_ids()]
+        """Every task's `list` row (unchanged files come from the summary cache)."""
+        from . import summary_cache
+
+        ids = self.ws.task_ids()
+        if summary_cache.enabled():
+            rows = summary_cache.cached_rows(self.ws.dir / "cache" / "summaries.json", ids, self.ws.task_path, self.summary, TaskSummary)
+            cfg = self.ws.config.archive
+            for row in rows:
+                if row.error is None:
+                    row.warnings = cfg.warnings(row.size, row.sessions)
+        else:
+            rows = [self.summary(task_id) for task_id in ids]
         return [r for r in rows if status is None or r.status == status or r.error is not None and status == "broken"]
 
     def summary(self, task_id: str) -> TaskSummary:

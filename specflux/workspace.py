@@ -14,7 +14,10 @@ from .errors import NotFoundError, UsageError
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 STATE_FILE = re.compile(r"task-([A-Za-z0-9][A-Za-z0-9._-]*)-state\.md")
-GITIGNORE = "# specflux: lock files are per machine; recordings may hold file contents\nlocks/\nrecordings/\n"
+GITIGNORE = (
+    "# specflux: locks and the list cache are per machine; recordings may hold file contents\n"
+    "locks/\ncache/\nrecordings/\n"
+)
 
 
 def check_id(task_id: str) -> str:
