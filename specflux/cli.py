@@ -83,7 +83,7 @@ def cmd_list(args) -> int:
     manager = _manager(args, commit=False)
     rows = manager.summaries(args.status)
     if args.json:
-        emit_json([summary_json(r, manager.ws.relative(r.path)) for r in rows])
+        emit_json([summary_json(r) for r in rows])
     elif rows:
         print(list_table(rows))
     else:

@@ -6,6 +6,7 @@ business of `document`, `archive` and `chain`.
 
 from __future__ import annotations
 
+import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ class TaskSummary:
     """One row of `list`: cheap to compute, never raises. `error` is set for a broken file."""
 
     id: str
-    path: Path
+    path: str  # as the user sees it: relative to the workspace root
     size: int
     title: str = ""
     status: str = ""
@@ -109,7 +110,7 @@ class TaskStateManager:
 
         ids = self.ws.task_ids()
         if summary_cache.enabled():
-            rows = summary_cache.cached_rows(self.ws.dir / "cache" / "summaries.json", ids, self.ws.task_path, self.summary, TaskSummary)
+            rows = summary_cache.cached_rows(self.ws, ids, self.summary, TaskSummary)
             cfg = self.ws.config.archive
             for row in rows:
                 if row.error is None:
@@ -120,12 +121,11 @@ class TaskStateManager:
 
     def summary(self, task_id: str) -> TaskSummary:
         """The row of `list` for one task; a broken file gives a row with its error."""
-        path = self.ws.task_path(task_id)
         rel = self.ws.task_rel(task_id)
         try:
-            with open(path, "rb") as f:
+            with open(os.path.join(self.ws.root, rel), "rb") as f:
                 data = f.read()
-            row = TaskSummary(task_id, path, len(data))
+            row = TaskSummary(task_id, rel, len(data))
             doc = TaskDocument(decode(data, rel), rel)
             row.title = doc.title[1]
             row.status = doc.status

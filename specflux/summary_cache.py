@@ -12,8 +12,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .workspace import Workspace
 
 VERSION = 1
 RACY_NS = 2_000_000_000
@@ -29,8 +33,10 @@ def _key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def cached_rows(cache_file: Path, ids: list[str], path_of: Callable[[str], Path], parse: Callable[[str], object], row_type) -> list:
+def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[[str], object], row_type) -> list:
     """The rows for `ids`, from the cache where the file is unchanged, parsed (and cached) otherwise."""
+    cache_file = ws.dir / "cache" / "summaries.json"
+    root = str(ws.root)
     try:
         with open(cache_file, "rb") as f:
             data = json.loads(f.read())
@@ -42,14 +48,14 @@ def cached_rows(cache_file: Path, ids: list[str], path_of: Callable[[str], Path]
     broken = False
     now = time.time_ns()
     for task_id in ids:
-        path = path_of(task_id)
+        rel = ws.task_rel(task_id)
         try:
-            key = _key(os.stat(path))
+            key = _key(os.stat(os.path.join(root, rel)))
         except OSError:
             key = None
         entry = entries.get(task_id)
         if key is not None and entry is not None and entry[0] == key:
-            row = row_type(task_id, path, key[0], **dict(zip(_FIELDS, entry[1])))
+            row = row_type(task_id, rel, key[0], **dict(zip(_FIELDS, entry[1])))
             row.dependencies = list(row.dependencies)
             fresh[task_id] = entry
         else:

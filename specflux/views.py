@@ -15,7 +15,7 @@ def error_json(error) -> dict[str, Any] | None:
     return {"path": error.path, "line": error.line, "message": error.message}
 
 
-def summary_json(row: "TaskSummary", rel_path: str) -> dict[str, Any]:
+def summary_json(row: "TaskSummary") -> dict[str, Any]:
     return {
         "id": row.id,
         "title": row.title,
@@ -24,7 +24,7 @@ def summary_json(row: "TaskSummary", rel_path: str) -> dict[str, Any]:
         "sessions": row.sessions,
         "size_bytes": row.size,
         "dependencies": row.dependencies,
-        "path": rel_path,
+        "path": row.path,
         "error": error_json(row.error),
         "warnings": row.warnings,
     }
