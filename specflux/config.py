@@ -33,7 +33,7 @@ class ArchiveConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_turns: int = 40
     token_budget: int = 400_000
     max_tokens: int = 8192
@@ -96,7 +96,7 @@ keep_sessions = 5            # sessions kept in full when archiving
 suggest_split_sessions = 20  # suggest decomposing a task past this many sessions
 
 [agent]
-model = "claude-sonnet-4-5"
+model = "claude-sonnet-5-5"
 max_turns = 40
 token_budget = 400000        # input + output tokens per session
 max_tokens = 8192            # per response

@@ -21,7 +21,7 @@ from typing import Callable
 
 from .errors import UsageError
 
-MODEL = "claude-sonnet-4-5"
+MODEL = "claude-sonnet-5-5"
 DEMO_CONFIG = """\
 # The demo's limits are tiny so that archiving shows up after a few sessions.
 [archive]
@@ -30,7 +30,7 @@ archive_kb = 1.0
 keep_sessions = 1
 
 [agent]
-model = "claude-sonnet-4-5"
+model = "claude-sonnet-5-5"
 max_turns = 12
 """
 

@@ -188,7 +188,21 @@ def first_difference(recorded: Any, now: Any, where: str = "") -> str | None:
         if len(recorded) != len(now):
             return f"{where or '(body)'}: recorded {len(recorded)} items, now {len(now)}"
         return None
-    return None if recorded == now else f"{where or '(body)'}: recorded {_short(recorded)}, now {_short(now)}"
+    if recorded == now:
+        return None
+    if isinstance(recorded, str) and isinstance(now, str):
+        at = next((i for i, (a, b) in enumerate(zip(recorded, now)) if a != b), min(len(recorded), len(now)))
+        line = recorded.count("\n", 0, at) + 1
+        return (f"{where or '(body)'}, line {line} of the text: recorded {_around(recorded, at)}, "
+                f"now {_around(now, at)}")
+    return f"{where or '(body)'}: recorded {_short(recorded)}, now {_short(now)}"
+
+
+def _around(text: str, at: int, width: int = 30) -> str:
+    """The text near offset `at`, where two strings first differ."""
+    start = max(0, at - width)
+    piece = json.dumps(text[start : at + width], ensure_ascii=False)
+    return ("..." if start else "") + piece + ("..." if at + width < len(text) else "")
 
 
 def _short(value: Any, limit: int = 80) -> str:

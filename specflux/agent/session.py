@@ -261,10 +261,22 @@ def backend_from_args(manager: "TaskStateManager", args) -> tuple["Backend", boo
         return replay_backend(recording), False
     from .anthropic_backend import live_backend
 
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    recording = manager.ws.recordings_dir / f"task-{args.id}-{stamp}.jsonl"
-    recording.parent.mkdir(parents=True, exist_ok=True)
+    recording = new_recording_path(manager.ws.recordings_dir, args.id)
     return live_backend(recording, task_id=args.id), False
+
+
+def new_recording_path(folder: Path, task_id: str) -> Path:
+    """`task-<id>-<time>.jsonl`, claimed atomically so that two sessions never share a file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 10_000):
+        path = folder / (f"task-{task_id}-{stamp}.jsonl" if n == 1 else f"task-{task_id}-{stamp}-{n}.jsonl")
+        try:
+            with open(path, "x"):
+                return path
+        except FileExistsError:
+            continue
+    raise AgentError(f"cannot find a free recording name in {folder}")
 
 
 def run_from_args(manager: "TaskStateManager", args) -> int:
