@@ -97,3 +97,24 @@ def corpus_files() -> list[Path]:
     if not CORPUS.is_dir():
         pytest.skip(f"corpus not found at {CORPUS} (CI has it beside the checkout)")
     return sorted(p for p in CORPUS.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def api(monkeypatch, request):
+    """Start a scripted Messages API on 127.0.0.1 and point the SDK at it through the environment,
+    like a user would; the key is the test module's API_KEY (checked never to be recorded)."""
+    from specflux.agent.scripted import ScriptedServer
+
+    servers: list[ScriptedServer] = []
+    key = getattr(request.module, "API_KEY", "sk-ant-test-key")
+
+    def start(*turns) -> ScriptedServer:
+        server = ScriptedServer(list(turns)).__enter__()
+        servers.append(server)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+        return server
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)

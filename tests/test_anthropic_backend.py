@@ -51,23 +51,6 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def api(monkeypatch):
-    """Start a scripted API and point the SDK at it through the environment, like a user would."""
-    servers = []
-
-    def start(*turns) -> ScriptedServer:
-        server = ScriptedServer(list(turns)).__enter__()
-        servers.append(server)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-        return server
-
-    yield start
-    for server in servers:
-        server.__exit__(None, None, None)
-
-
 CONTEXT = "Task 7: fix the greeting.\u2028(A line separator, which JSONL readers must not split on.)"
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 
-from specflux.cli import main
+from helpers import ok, run
 from specflux.workspace import Workspace
 
 TITLES = {"1": "Database schema", "2": "Auth API", "3": "Login UI", "4": "End-to-end tests"}
@@ -26,17 +26,6 @@ DOWNSTREAM = {"1": "Import `User` from models.user", "2": "Send `Authorization: 
 # ---------------------------------------------------------------- helpers
 
 
-def run(capsys, root: Path, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(["--root", str(root), *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def ok(capsys, root: Path, *args: str) -> str:
-    code, out, err = run(capsys, root, *args)
-    assert code == 0, f"specflux {' '.join(args)} -> {code}: {err}"
-    return out
 
 
 def path(root: Path, task_id: str) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 
+from helpers import ok, run
 from specflux.cli import main
 from specflux.workspace import Workspace
 
@@ -29,17 +30,6 @@ EMAIL_HINT = "git config --global user.email"
 # ---------------------------------------------------------------- helpers
 
 
-def run(capsys, root: Path, *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main(["--root", str(root), *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def ok(capsys, root: Path, *args: str) -> str:
-    code, out, err = run(capsys, root, *args)
-    assert code == 0, f"specflux {' '.join(args)} -> {code}: {err}"
-    return out
 
 
 def head(repo: Path) -> str:

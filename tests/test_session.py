@@ -18,7 +18,7 @@ import pytest
 from conftest import git
 
 from specflux.agent.anthropic_backend import replay_backend
-from specflux.agent.scripted import Fail, Reply, ScriptedServer, call
+from specflux.agent.scripted import Fail, Reply, call
 from specflux.agent.session import run_session
 from specflux.agent.tools import Toolbox
 from specflux.cli import main
@@ -86,23 +86,6 @@ def project(git_repo: Path) -> Path:
     git(git_repo, "commit", "-q", "-m", "app")
     add_tasks(git_repo)
     return git_repo
-
-
-@pytest.fixture
-def api(monkeypatch):
-    """Start a scripted Messages API and point the SDK at it through the environment."""
-    servers: list[ScriptedServer] = []
-
-    def start(*turns) -> ScriptedServer:
-        server = ScriptedServer(list(turns)).__enter__()
-        servers.append(server)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
-        return server
-
-    yield start
-    for server in servers:
-        server.__exit__(None, None, None)
 
 
 @pytest.fixture
