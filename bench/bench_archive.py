@@ -159,7 +159,7 @@ def bench_wiring(n: int, runs: int) -> list[str]:
         out.append(f"### 2. Wiring across a {n:,}-task graph: complete task {task} ({len(deps)} dependents: {', '.join(map(str, deps))})\n")
         out.append(md_table(["command (whole process)", "median ms", "vs list"],
                             [[f"`specflux complete {task} --summary ... --no-commit`", fmt_ms(m["complete"]), ratio(m["complete"], m["list"])],
-                             [f"`specflux list` (same workspace)", fmt_ms(m["list"]), "1.00x"]]))
+                             ["`specflux list` (same workspace)", fmt_ms(m["list"]), "1.00x"]]))
         verdict_files = "ok: only the task and its dependents" if not extra and not missing else "WRONG"
         out.append(f"\nmedians of {runs} runs, interleaved. Files changed by one `complete` (size/mtime/sha1 of every file "
                    f"under task-states/ and archives/): {len(changed)} of {len(before)}; expected {len(expected)} -> {verdict_files}"

@@ -105,10 +105,10 @@ def main() -> int:
         firsts = sorted(imports, key=lambda r: -r[1])
         # the costliest imports `list` triggers, by cumulative time, at most two levels deep
         shown = [r for r in firsts if r[2] <= 1][: a.top]
-        print(f"`list`'s costliest imports (cumulative, depth <= 1):\n")
+        print("`list`'s costliest imports (cumulative, depth <= 1):\n")
         print(md_table(["module", "cumulative ms", "self ms", "depth"], [[n, f"{c / 1000:.1f}", f"{s / 1000:.1f}", d] for s, c, d, n in shown]))
         self_top = sorted(imports, key=lambda r: -r[0])[: a.top]
-        print(f"\n`list`'s costliest imports (self time):\n")
+        print("\n`list`'s costliest imports (self time):\n")
         print(md_table(["module", "self ms", "cumulative ms"], [[n, f"{s / 1000:.1f}", f"{c / 1000:.1f}"] for s, c, d, n in self_top]))
 
         runs = 5 if a.quick else 15

@@ -100,7 +100,7 @@ def main() -> int:
     print()
     print("For scale, peers measured on the same kind of machine (shared/LIBRARIES.md, another run):\n")
     peer_rows = [[name, *(f"{v[n]:,}" for n in (100, 1000, 5000))] for name, v in PEERS.items()]
-    here = [f"**specflux list (this run)**", *(fmt_ms(results[n]["list"]) if n in results else "-" for n in (100, 1000, 5000))]
+    here = ["**specflux list (this run)**", *(fmt_ms(results[n]["list"]) if n in results else "-" for n in (100, 1000, 5000))]
     print(md_table(["command (median ms)", "100", "1,000", "5,000"], [*peer_rows, here]))
     return 0
 

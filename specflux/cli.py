@@ -155,7 +155,7 @@ def cmd_wire(args) -> int:
     from .chain import wire
 
     changed = wire(_manager(args, commit=False), args.id)
-    print("\n".join(f"wired {p}" for p in changed) or "chain inputs are up to date")
+    print("\n".join(f"updated {p}" for p in changed) or "chain inputs are up to date")
     return 0
 
 
