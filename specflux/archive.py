@@ -52,12 +52,12 @@ def fit(task_id: str, doc: TaskDocument, manager: "TaskStateManager", changes: "
     if existing is None:
         existing = read_text(archive_path) if archive_path.is_file() else None
     keep = cfg.keep_sessions
-    result = archive_text(doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
+    result = archive_text(task_id, doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
     # Past the limit, keep fewer sessions (down to the latest one) until the file fits; this also
     # applies when the file holds no more than keep_sessions sessions and nothing moved yet.
     while _size(result.state if result else doc.text) > limit and keep > 1:
         keep -= 1
-        result = archive_text(doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
+        result = archive_text(task_id, doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
     if result is None:
         if _size(doc.text) > limit:
             outcome.notices.append(f"{doc.path}: {kb(_size(doc.text))} and nothing left to archive (the latest session alone is that large)")
@@ -89,7 +89,7 @@ def _commit_lookup(manager: "TaskStateManager", task_id: str):
     return lookup
 
 
-def archive_text(doc: TaskDocument, keep: int, existing_archive: str | None, commits, archive_link: str) -> ArchiveResult | None:
+def archive_text(task_id: str, doc: TaskDocument, keep: int, existing_archive: str | None, commits, archive_link: str) -> ArchiveResult | None:
     """Pure: the new state text and archive text with all but the last `keep` sessions moved.
 
     None when there is nothing to move.
@@ -141,7 +141,7 @@ def archive_text(doc: TaskDocument, keep: int, existing_archive: str | None, com
     if existing_archive is None:
         title = doc.title[1]
         existing_archive = (
-            f"# Task #{doc.title[0] or ''}: {title} — Archived Sessions{nl}{nl}"
+            f"# Task #{task_id}: {title} — Archived Sessions{nl}{nl}"
             f"Sessions moved here from the task-state file when it grew past its size limit,{nl}"
             f"verbatim and in order. specflux appends to this file; it never rewrites it.{nl}"
         )

@@ -154,7 +154,10 @@ def recordings_dir() -> Path:
 
 
 def _git(root: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise UsageError("the demo needs git, and git is not installed") from None
     if done.returncode != 0:
         raise UsageError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout

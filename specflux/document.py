@@ -46,6 +46,7 @@ _BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _PLACEHOLDER = re.compile(r"\([^\r\n]*\)")
 _LINK = re.compile(r"\[(?:Full details:\s*)?([^\]]+)\](?:\(([^)]+)\))?")
 _WS = re.compile(r"[ \t\r\n]*")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # as in file names (CONTRACT section 1)
 _SHA = re.compile(r"\b[0-9a-f]{7,64}\b")
 _LINE_BREAK = re.compile(r"\r\n|\n|\r")  # only these end a line: not U+2028, \x0c or \x85 (str.splitlines)
 
@@ -135,9 +136,6 @@ class TaskDocument:
 
     # ----------------------------------------------------------------- structure
 
-    def _region_end(self, index: int) -> int:
-        return self._ends[index]
-
     def subsections(self, region: Region | None, level: int = 3) -> Iterator[Region]:
         """The headings of `level` inside `region`, each with the text it owns."""
         if region is None:
@@ -224,6 +222,10 @@ class TaskDocument:
         deps = data.get("dependencies", [])
         if not isinstance(deps, list) or any(isinstance(d, bool) or not isinstance(d, (int, str)) for d in deps):
             raise self.error("\"dependencies\" must be a list of task ids", at("dependencies"))
+        bad = [d for d in deps if not _ID.fullmatch(str(d))]
+        if bad:
+            raise self.error(f"\"dependencies\" holds {bad[0]!r}, which is not a task id "
+                             "(letters, digits, '.', '_' or '-')", at("dependencies"))
         total = data.get("total_sessions", 0)
         if isinstance(total, bool) or not isinstance(total, int):
             raise self.error("\"total_sessions\" must be a whole number", at("total_sessions"))
@@ -262,7 +264,7 @@ class TaskDocument:
         if found is None:  # tolerate the list under another parent heading
             for i, h in enumerate(self.outline.headings):
                 if h.level >= 2 and normalise_heading(h.text) == "acceptance criteria":
-                    return Region(h, self._region_end(i))
+                    return Region(h, self._ends[i])
         return found
 
     @cached_property
@@ -566,15 +568,14 @@ def bullet_items(lines: list[str]) -> list[str]:
     return items
 
 
-_USAGE_PART = re.compile(r"([\d.,]+)\s*(s\b|input|output|cache-read|cache-write)")
-_USAGE_KEYS = {"s": "duration_s", "input": "input_tokens", "output": "output_tokens",
+_USAGE_PART = re.compile(r"([\d,]+)\s*(input|output|cache-read|cache-write)")
+_USAGE_KEYS = {"input": "input_tokens", "output": "output_tokens",
                "cache-read": "cache_read_input_tokens", "cache-write": "cache_creation_input_tokens"}
 
 
-def parse_usage(text: str) -> dict[str, float] | None:
-    """`**Usage:** 12.5 s, 1200 input, 340 output, 900 cache-read tokens` as numbers."""
-    found = {_USAGE_KEYS[k]: float(v.replace(",", "")) for v, k in _USAGE_PART.findall(text)}
-    return {k: (int(v) if k != "duration_s" else v) for k, v in found.items()} or None
+def parse_usage(text: str) -> dict[str, int] | None:
+    """`**Usage:** 1200 input, 340 output, 900 cache-read, 0 cache-write tokens` as numbers."""
+    return {_USAGE_KEYS[k]: int(v.replace(",", "")) for v, k in _USAGE_PART.findall(text)} or None
 
 
 def format_usage(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int = 0) -> str:

@@ -41,7 +41,7 @@ class Session(_Value):
     issues: str
     next: str
     line: int
-    usage: Optional[dict[str, float]] = None  # duration_s and token counts of an agent session
+    usage: Optional[dict[str, int]] = None  # token counts of an agent session (duration: see `log`)
 
 
 class SessionInput(BaseModel):

@@ -238,3 +238,14 @@ def test_sample_workspace_lists_and_shows(capsys):
     show = json.loads(run(capsys, "--root", str(ROOT), "show", "102", "--json")[1])
     assert show["dependencies"] == ["100", "101"] and len(show["chain_inputs"]) == 2
     assert run(capsys, "--root", str(ROOT), "lint")[0] == 0
+
+
+def test_a_dependency_that_is_not_an_id_is_a_located_data_error(ws, capsys):
+    path = ws / ".specflux/task-states/task-2-state.md"
+    path.write_text(path.read_text().replace('"dependencies": [1]', '"dependencies": ["../1"]'))
+    before = path.read_bytes()
+    for argv in (["context", "2"], ["show", "2"], ["session", "2", "--did", "x", "--no-commit"]):
+        code, _, err = run(capsys, "--root", str(ws), *argv)
+        assert code == 1, argv
+        assert err.startswith(".specflux/task-states/task-2-state.md:") and "'../1'" in err
+    assert path.read_bytes() == before

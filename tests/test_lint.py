@@ -131,6 +131,12 @@ def unknown_dependency():
     return {"201": text, "305": seed("d")}, [("201", 9, "depends on task 999, which does not exist")]
 
 
+def dependency_not_an_id():
+    text = replace_once(seed("a"), '"status": "in_progress",\n', '"status": "in_progress",\n  "dependencies": ["../305"],\n')
+    return {"201": text, "305": seed("d")}, [
+        ("201", 9, "\"dependencies\" holds '../305', which is not a task id (letters, digits, '.', '_' or '-')")]
+
+
 def with_deps(letter: str, task_id: int, deps: list[int]) -> str:
     text = seed(letter)
     old = f'"task_id": {json.loads(text[text.index("{") : text.index("}") + 1])["task_id"]},\n'
@@ -164,6 +170,7 @@ CASES = [
     wrong_total,
     task_id_mismatch,
     unknown_dependency,
+    dependency_not_an_id,
     cycle_of_two,
     cycle_of_three,
 ]
