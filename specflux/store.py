@@ -125,7 +125,10 @@ class TaskStateManager:
         try:
             with open(os.path.join(self.ws.root, rel), "rb") as f:
                 data = f.read()
-            row = TaskSummary(task_id, rel, len(data))
+        except OSError as e:  # unreadable, or removed while listing
+            return TaskSummary(task_id, rel, 0, error=SpecfluxError(f"cannot read: {e.strerror}", rel))
+        row = TaskSummary(task_id, rel, len(data))
+        try:
             doc = TaskDocument(decode(data, rel), rel)
             row.title = doc.title[1]
             row.status = doc.status

@@ -249,3 +249,16 @@ def test_a_dependency_that_is_not_an_id_is_a_located_data_error(ws, capsys):
         assert code == 1, argv
         assert err.startswith(".specflux/task-states/task-2-state.md:") and "'../1'" in err
     assert path.read_bytes() == before
+
+
+def test_a_task_file_that_cannot_be_read_is_listed_as_broken(ws, capsys, monkeypatch):
+    """A file removed between listing the folder and reading it (or unreadable) is a row, not a traceback."""
+    from specflux.workspace import Workspace
+
+    real = Workspace.task_ids
+    monkeypatch.setattr(Workspace, "task_ids", lambda self: [*real(self), "gone"])
+    monkeypatch.setenv("SPECFLUX_CACHE", "0")
+    code, out, err = run(capsys, "--root", str(ws), "list")
+    assert code == 1
+    assert re.search(r"^gone\s+BROKEN", out, re.M) and "Database schema" in out
+    assert "task-gone-state.md: cannot read: No such file or directory" in err and "Traceback" not in err
