@@ -20,3 +20,12 @@ def ok(capsys, root: Path, *args: str) -> str:
     code, out, err = run(capsys, root, *args)
     assert code == 0, f"specflux {' '.join(args)} -> {code}: {err}"
     return out
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (not gone, not a zombie); needs /proc."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import alive as _alive
 
 from specflux.agent.backend import Handoff
 from specflux.agent.tools import TOOL_SPECS, Toolbox
@@ -145,14 +146,6 @@ def test_run_command_reports_exit_code_and_streams(box: Toolbox):
 def test_run_command_does_not_leak_the_api_key(box: Toolbox, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
     assert "sk-ant-secret" not in ok(box, "run_command", command="echo key=$ANTHROPIC_API_KEY")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to see the child")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import alive as _alive
 
 from specflux.agent.backend import SessionRequest
 from specflux.agent.command_backend import CommandBackend
@@ -74,14 +75,6 @@ def test_a_failing_agent_is_an_error_with_its_stderr(repo: Path, agent: str):
     outcome = CommandBackend(agent + " 3", timeout_s=30, env=ENV, stream=False).run(REQUEST, Toolbox(repo, Hooks()))
     assert outcome.stop == "error"
     assert outcome.error == "the agent command exited with 3:\nit went wrong"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to see the child")
