@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
 from .document import Edit, Region, TaskDocument, apply_edits
@@ -51,16 +51,35 @@ class Graph:
     deps: dict[str, list[str]]  # task -> its dependencies, as written
     status: dict[str, str]
     titles: dict[str, str]
+    broken: list[SpecfluxError] = field(default_factory=list)  # files that could not be read
 
     @classmethod
     def load(cls, manager: "TaskStateManager") -> "Graph":
-        """Every task's dependencies; a broken file is an error, never silently skipped."""
-        deps, status, titles = {}, {}, {}
+        """Every readable task's dependencies. A broken file is kept in `broken` (to be reported),
+        never a reason to show nothing of the healthy tasks."""
+        deps, status, titles, broken = {}, {}, {}, []
         for row in manager.summaries():
             if row.error is not None:
-                raise row.error
+                broken.append(row.error)
+                continue
             deps[row.id], status[row.id], titles[row.id] = row.dependencies, row.status, row.title
-        return cls(deps, status, titles)
+        return cls(deps, status, titles, broken)
+
+    def path_between(self, start: str, goal: str) -> list[str]:
+        """A chain `start -> ... -> goal` following dependencies, or [] when there is none."""
+        seen: set[str] = set()
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            if node == goal:
+                return path
+            if node in seen:
+                continue
+            seen.add(node)
+            for dep in reversed(self.deps.get(node, [])):
+                if dep not in seen:
+                    stack.append((dep, [*path, dep]))
+        return []
 
     def unknown(self) -> list[tuple[str, str]]:
         """(task, dependency) pairs naming a task that does not exist."""
@@ -93,6 +112,13 @@ class Graph:
                 visit(node, [])
         return found
 
+    def problems(self) -> list[str]:
+        """One sentence per unreadable file, unknown dependency and cycle."""
+        out = [str(e) for e in self.broken]
+        out += [f"task {t} depends on task {d}, which does not exist" for t, d in self.unknown()]
+        out += ["dependency cycle: " + " -> ".join(c + [c[0]]) for c in self.cycles()]
+        return out
+
     def check(self) -> None:
         """Raise a GraphError naming every unknown dependency and every cycle."""
         problems = [f"task {t} depends on task {d}, which does not exist" for t, d in self.unknown()]
@@ -101,12 +127,12 @@ class Graph:
             raise GraphError("; ".join(problems))
 
     def order(self) -> list[str]:
-        """All tasks, every dependency before its dependents, otherwise in natural id order."""
-        self.check()
-        waiting = {t: set(ds) for t, ds in self.deps.items()}
+        """All tasks, every dependency before its dependents, otherwise in natural id order.
+        Tasks caught in a cycle (and what waits on them) come last, in id order."""
+        waiting = {t: {d for d in ds if d in self.deps} for t, ds in self.deps.items()}
         dependents: dict[str, list[str]] = {t: [] for t in self.deps}
-        for t, ds in self.deps.items():
-            for d in set(ds):
+        for t, ds in waiting.items():
+            for d in ds:
                 dependents[d].append(t)
         heap = [(natural_key(t), t) for t, ds in waiting.items() if not ds]
         heapq.heapify(heap)
@@ -118,6 +144,9 @@ class Graph:
                 waiting[child].discard(t)
                 if not waiting[child]:
                     heapq.heappush(heap, (natural_key(child), child))
+        if len(out) < len(self.deps):
+            placed = set(out)
+            out += sorted((t for t in self.deps if t not in placed), key=natural_key)
         return out
 
     def ready(self) -> list[str]:
@@ -125,20 +154,41 @@ class Graph:
         return [
             t
             for t in self.order()
-            if self.status[t] != "complete" and all(self.status[d] == "complete" for d in self.deps[t])
+            if self.status[t] != "complete" and all(self.status.get(d) == "complete" for d in self.deps[t])
         ]
 
     def mermaid(self) -> str:
+        """The graph as a Mermaid flowchart. A cycle is drawn with its edges in red and named in a
+        comment; a dependency on a task that does not exist is drawn as a dashed "missing" node."""
         lines = ["flowchart TD"]
         for t in sorted(self.deps, key=natural_key):
-            label = f"#{t} {self.titles[t]}".replace('"', "'")
+            label = _label(f"#{t} {self.titles[t]}")
             lines.append(f'    {node_id(t)}["{label}<br/>{self.status[t]}"]:::{self.status[t]}')
+        missing = sorted({d for _, d in self.unknown()}, key=natural_key)
+        for d in missing:
+            lines.append(f'    {node_id(d)}["{_label("#" + d)}<br/>missing"]:::missing')
+        in_cycle = {(c[i], c[(i + 1) % len(c)]) for c in self.cycles() for i in range(len(c))}
+        red, n = [], 0
         for t in sorted(self.deps, key=natural_key):
             for d in self.deps[t]:
                 lines.append(f"    {node_id(d)} --> {node_id(t)}")
+                if (t, d) in in_cycle:
+                    red.append(str(n))
+                n += 1
+        for cycle in self.cycles():
+            lines.append("    %% dependency cycle: " + " -> ".join(cycle + [cycle[0]]))
+        if red:
+            lines.append(f"    linkStyle {','.join(red)} stroke:#C62828,stroke-width:3px")
         for status, style in STATUS_STYLES.items():
             lines.append(f"    classDef {status} {style}")
+        if missing:
+            lines.append("    classDef missing fill:#FFFFFF,stroke:#C62828,stroke-dasharray:4 3")
         return "\n".join(lines)
+
+
+def _label(text: str) -> str:
+    """Text safe inside a Mermaid `["..."]` label."""
+    return text.replace('"', "'").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def node_id(task_id: str) -> str:
@@ -248,7 +298,7 @@ def wire_dependents(
         return []
     wired = []
     for target in targets:
-        doc = manager.load(target)
+        doc = manager.load(target, changes)
         text = wire_into(doc, [upstream])
         if text != doc.text:
             changes.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), changes, outcome))
@@ -263,12 +313,17 @@ def _fit(manager: "TaskStateManager", task_id: str, doc: TaskDocument, changes: 
     return archive.fit(task_id, doc, manager, changes, outcome if outcome is not None else Outcome(task_id))
 
 
-def wire(manager: "TaskStateManager", task_id: str | None = None) -> list[str]:
-    """Refresh the chain inputs of the tasks depending on `task_id` (or on any task)."""
+def wire(manager: "TaskStateManager", task_id: str | None = None) -> tuple[list[str], list[str]]:
+    """Refresh the chain inputs of the tasks depending on `task_id` (or on any task).
+
+    Returns the files changed and the problems met (unreadable tasks, unknown dependencies,
+    cycles): every healthy task is wired whatever the others look like.
+    """
     from .store import Outcome
 
     graph = Graph.load(manager)
-    graph.check()
+    if task_id is not None:
+        manager.load(task_id)  # an unknown or broken source is an error of its own
     sources = [task_id] if task_id else sorted(graph.deps, key=natural_key)
     targets = sorted({t for t, ds in graph.deps.items() for s in sources if s in ds}, key=natural_key)
     outcome = Outcome(task_id or "*")
@@ -280,4 +335,4 @@ def wire(manager: "TaskStateManager", task_id: str | None = None) -> list[str]:
             text = wire_into(doc, wanted)
             if text != doc.text:
                 pending.files.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), pending.files, outcome))
-    return [manager.ws.relative(p) for p in outcome.changed]
+    return [manager.ws.relative(p) for p in outcome.changed], graph.problems()

@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from .errors import SpecfluxError
 
+STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")  # as document.STATUSES
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
@@ -26,12 +27,23 @@ def command(name: str):
 
 
 def emit_json(data) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    from .escape import safe_json
+
+    print(safe_json(json.dumps(data, indent=2, ensure_ascii=False)))
 
 
 def notices(outcome) -> None:
     for line in outcome.notices:
         print(f"specflux: {line}", file=sys.stderr)
+
+
+def problems(lines) -> int:
+    """Print each problem on stderr; 1 if there were any (the output above them still stands)."""
+    from .escape import safe
+
+    for line in lines:
+        print(f"specflux: {safe(line)}", file=sys.stderr)
+    return 1 if lines else 0
 
 
 def _workspace(args):
@@ -78,6 +90,7 @@ def cmd_new(args) -> int:
 
 @command("list")
 def cmd_list(args) -> int:
+    from .escape import safe
     from .views import list_table, summary_json
 
     manager = _manager(args, commit=False)
@@ -85,12 +98,12 @@ def cmd_list(args) -> int:
     if args.json:
         emit_json([summary_json(r) for r in rows])
     elif rows:
-        print(list_table(rows))
+        print(safe(list_table(rows)))
     else:
         print("no tasks" + (f" with status {args.status}" if args.status else "") + " (create one with `specflux new TITLE`)")
     broken = [r for r in rows if r.error]
     for r in broken:
-        print(str(r.error), file=sys.stderr)
+        print(safe(str(r.error)), file=sys.stderr)
     return 1 if broken else 0
 
 
@@ -106,19 +119,56 @@ def cmd_show(args) -> int:
     if args.json:
         emit_json(task_json(state, rel, size))
     else:
-        print(show_text(state, rel, size))
+        from .escape import safe
+
+        print(safe(show_text(state, rel, size)))
+    return 0
+
+
+def _ticked(args, checked: bool) -> int:
+    from .escape import safe
+
+    outcome = _manager(args).set_checked(args.id, args.n, checked)
+    verb, state = ("checked", "already checked") if checked else ("unchecked", "already unchecked")
+    for index, text, changed in outcome.criteria:
+        print(f"task {outcome.task_id}: {verb if changed else state} {index}. {safe(text)}")
     return 0
 
 
 @command("check")
 def cmd_check(args) -> int:
-    _manager(args).set_checked(args.id, args.n, True)
-    return 0
+    return _ticked(args, True)
 
 
 @command("uncheck")
 def cmd_uncheck(args) -> int:
-    _manager(args).set_checked(args.id, args.n, False)
+    return _ticked(args, False)
+
+
+@command("set")
+def cmd_set(args) -> int:
+    from .escape import safe
+
+    if not any(v is not None and v != [] for v in (args.status, args.title, args.priority, args.add_dep, args.remove_dep)):
+        from .errors import UsageError
+
+        raise UsageError("nothing to set: give --status, --title, --priority, --add-dep or --remove-dep")
+    outcome = _manager(args).update(args.id, status=args.status, title=args.title, priority=args.priority,
+                                    add_deps=args.add_dep or [], remove_deps=args.remove_dep or [])
+    for line in outcome.fields or ["nothing changed"]:
+        print(f"task {outcome.task_id}: {safe(line)}")
+    return 0
+
+
+@command("delete")
+def cmd_delete(args) -> int:
+    manager = _manager(args)
+    outcome = manager.delete(args.id, force=args.force)
+    for line in outcome.fields:
+        print(line)
+    for path in outcome.changed:
+        if not path.exists():
+            print(f"deleted {manager.ws.relative(path)}")
     return 0
 
 
@@ -142,7 +192,7 @@ def cmd_session(args) -> int:
 @command("complete")
 def cmd_complete(args) -> int:
     manager = _manager(args)
-    outcome = manager.complete(args.id, args.summary, args.downstream or "", commit=not args.no_commit)
+    outcome = manager.complete(args.id, args.summary, args.downstream, commit=not args.no_commit)
     notices(outcome)
     print(f"task {outcome.task_id}: complete" + (f" in commit {outcome.commit[:8]}" if outcome.commit else ""))
     for target in outcome.wired:
@@ -154,9 +204,9 @@ def cmd_complete(args) -> int:
 def cmd_wire(args) -> int:
     from .chain import wire
 
-    changed = wire(_manager(args, commit=False), args.id)
+    changed, found = wire(_manager(args, commit=False), args.id)
     print("\n".join(f"updated {p}" for p in changed) or "chain inputs are up to date")
-    return 0
+    return problems(found)
 
 
 @command("archive")
@@ -210,20 +260,22 @@ def cmd_ready(args) -> int:
     if args.json:
         emit_json([{"id": t, "title": graph.titles[t], "status": graph.status[t], "dependencies": graph.deps[t]} for t in ready])
     else:
+        from .escape import safe
         from .views import table
 
-        print(table(["ID", "STATUS", "TITLE"], [[t, graph.status[t], graph.titles[t]] for t in ready]) if ready else "no task is ready")
-    return 0
+        print(table(["ID", "STATUS", "TITLE"], [[t, graph.status[t], safe(graph.titles[t])] for t in ready]) if ready else "no task is ready")
+    return problems(graph.problems())
 
 
 @command("graph")
 def cmd_graph(args) -> int:
     from .chain import Graph
 
+    from .escape import safe
+
     graph = Graph.load(_manager(args, commit=False))
-    graph.check()
-    print(graph.mermaid())
-    return 0
+    print(safe(graph.mermaid(), keep="\n"))
+    return problems(graph.problems())
 
 
 @command("log")
@@ -241,8 +293,10 @@ def cmd_log(args) -> int:
         return 0
     from .views import table
 
+    from .escape import safe
+
     rows = [[e["commit"][:8], e["date"][:16].replace("T", " "), str(e["session"] or "-"), e["status"] or "-", e["subject"]] for e in entries]
-    print(table(["COMMIT", "DATE", "SESSION", "STATUS", "SUBJECT"], rows))
+    print(safe(table(["COMMIT", "DATE", "SESSION", "STATUS", "SUBJECT"], rows)))
     return 0
 
 
@@ -305,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ac", action="append", metavar="TEXT", help="an acceptance criterion (repeatable)")
 
     s = cmd("list", "one row per task: id, status, criteria done/total, sessions, size, dependencies, title")
-    s.add_argument("--status", help="only tasks with this status ('broken' for unreadable files)")
+    s.add_argument("--status", choices=[*STATUSES, "broken"], metavar="STATUS",
+                   help=f"only tasks with this status: {', '.join(STATUSES)}, or broken (unreadable files)")
     s.add_argument("--json", action="store_true")
 
     s = cmd("show", "the parsed task")
@@ -316,6 +371,18 @@ def build_parser() -> argparse.ArgumentParser:
         s = cmd(name, f"{verb} acceptance criteria by 1-based index")
         s.add_argument("id")
         s.add_argument("n", nargs="+", type=int, metavar="N")
+
+    s = cmd("set", "change a task's fields; each change rewrites only its own line(s)")
+    s.add_argument("id")
+    s.add_argument("--status", choices=STATUSES, metavar="STATUS", help=f"one of: {', '.join(STATUSES)}")
+    s.add_argument("--title", metavar="TEXT")
+    s.add_argument("--priority", type=int, metavar="N", help="1 (highest) to 5 (lowest)")
+    s.add_argument("--add-dep", action="append", metavar="ID", help="a task this one depends on (repeatable)")
+    s.add_argument("--remove-dep", action="append", metavar="ID", help="a dependency to drop (repeatable)")
+
+    s = cmd("delete", "remove a task file (and its archive)")
+    s.add_argument("id")
+    s.add_argument("--force", action="store_true", help="even when other tasks depend on it (also removes it from their dependencies)")
 
     s = cmd("session", "append a progress-log session and commit it")
     s.add_argument("id")
@@ -390,13 +457,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except SpecfluxError as e:
-        print(f"specflux: {e}" if not e.path else str(e), file=sys.stderr)
+        from .escape import safe
+
+        print(safe(f"specflux: {e}" if not e.path else str(e)), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("specflux: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # what the file system refused where no file-level check caught it first
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"specflux: {where}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("specflux: a file nests too deeply to read", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

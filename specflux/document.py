@@ -21,6 +21,7 @@ from .outline import Heading, Outline, content_end, line_end, line_number, newli
 if TYPE_CHECKING:
     from .model import ArchivedSummary, ChainInput, ChainOutput, Criterion, Session, TaskState
 
+BOM = "\ufeff"
 STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")
 
 _SECTION_KEYS = {
@@ -119,9 +120,12 @@ class TaskDocument:
     def __init__(self, text: str, path: str | None = None):
         self.text = text
         self.path = path
-        self.outline: Outline = scan(text)
+        # A UTF-8 byte-order mark is read, not reported as "no title": scan a same-length copy in
+        # which it is a space (one space of indentation still opens a heading), so every offset holds.
+        self.outline: Outline = scan(" " + text[1:] if text.startswith(BOM) else text)
         self.newline = newline_of(text)
         self.sections: dict[str, Region] = {}
+        self.duplicate_sections: list[tuple[str, Heading]] = []  # a second `## Progress Log`, ...
         headings = self.outline.headings
         self._ends = _region_ends(headings, len(text))
         self.title_heading = next((h for h in headings if h.level == 1), None)
@@ -130,6 +134,8 @@ class TaskDocument:
                 key = _SECTION_KEYS.get(normalise_heading(h.text))
                 if key and key not in self.sections:
                     self.sections[key] = Region(h, self._ends[i])
+                elif key:
+                    self.duplicate_sections.append((key, h))
 
     def __str__(self) -> str:
         return self.text
@@ -159,6 +165,40 @@ class TaskDocument:
             line = line_number(self.text, pos)
         return ParseError(message, self.path, line)
 
+    def unclosed(self) -> list[tuple[str, int]]:
+        """Code fences and HTML comments that are never closed, as (what, offset): each one turns
+        the rest of the file into code or a comment, hiding every heading after it."""
+        out = []
+        for start, stop in self.outline.opaque:
+            if stop < len(self.text):
+                continue
+            fence = next((f for f in self.outline.fences if f.start == start), None)
+            if fence is not None and not fence.closed:
+                out.append(("code fence", start))
+            elif fence is None and "-->" not in self.text[start:]:
+                out.append(("HTML comment", start))
+        return out
+
+    def hidden_by(self, pos: int) -> ParseError | None:
+        """Why text written at `pos` would not be seen, or None: an unclosed fence or comment
+        that starts before it swallows it."""
+        for what, start in self.unclosed():
+            if start <= pos:
+                close = "```" if what == "code fence" else "-->"
+                return self.error(f"the {what} opened here is never closed, so anything written after it "
+                                  f"would be hidden; close it ({close}) and try again", start)
+        return None
+
+    def duplicate_keys(self) -> list[tuple[str, int]]:
+        """Metadata keys written twice at the top level, as (key, offset of the later one)."""
+        seen: set[str] = set()
+        out = []
+        for m in self.members:
+            if m.key in seen:
+                out.append((m.key, m.key_start))
+            seen.add(m.key)
+        return out
+
     def body_text(self, region: Region | None) -> str:
         """What the region holds below its heading, read as a value: line endings become "\\n"."""
         return "" if region is None else _LINE_BREAK.sub("\n", self.text[region.body : region.end])
@@ -175,6 +215,16 @@ class TaskDocument:
         if m and m.group(2) is not None:
             return m.group(1), m.group(2).strip()
         return None, h.text
+
+    def set_title(self, title: str) -> str:
+        """The text with the title replaced on its heading line (`# Task #<id>: ` and the line
+        ending stay as they are)."""
+        self.title  # noqa: B018 - no title heading is an error
+        h = self.title_heading
+        line = self.text[h.start : content_end(self.text, h.start)]
+        m = re.match(r"^(\ufeff?[ ]{0,3}#[ \t]+task\s*#?\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*[:\-–—][ \t]*)", line, re.I)
+        prefix = m.group(1) if m else line[: len(line) - len(line.lstrip("\ufeff #\t"))]
+        return apply_edits(self.text, [Edit(h.start + len(prefix), h.start + len(line), title)])
 
     # ----------------------------------------------------------------- metadata
 
@@ -201,6 +251,10 @@ class TaskDocument:
             at = fence.body + e.pos  # json counts only LF as a line end: place the error ourselves
             column = at - max(self.text.rfind("\n", 0, at), self.text.rfind("\r", 0, at))
             raise self.error(f"metadata is not valid JSON: {e.msg} (column {column})", at) from None
+        except RecursionError:
+            raise self.error("metadata nests too deeply to read (keep it to a few levels)", fence.body) from None
+        except ValueError as e:  # an integer past Python's digit limit
+            raise self.error(f"metadata holds a number too long to read ({e}); shorten it or quote it", fence.body) from None
         if not isinstance(data, dict):
             raise self.error("metadata must be a JSON object", fence.body)
         self._check_metadata(data)
@@ -226,6 +280,8 @@ class TaskDocument:
         if bad:
             raise self.error(f"\"dependencies\" holds {bad[0]!r}, which is not a task id "
                              "(letters, digits, '.', '_' or '-')", at("dependencies"))
+        if task_id is not None and str(task_id) in (str(d) for d in deps):
+            raise self.error(f"task {task_id} depends on itself; remove {task_id} from \"dependencies\"", at("dependencies"))
         total = data.get("total_sessions", 0)
         if isinstance(total, bool) or not isinstance(total, int):
             raise self.error("\"total_sessions\" must be a whole number", at("total_sessions"))
@@ -442,14 +498,20 @@ class TaskDocument:
 
     def check(self, index: int, checked: bool) -> str:
         """The text with acceptance criterion `index` (1-based) ticked or unticked."""
+        return self.check_many([index], checked)[0]
+
+    def check_many(self, indices, checked: bool) -> tuple[str, list[int]]:
+        """The text with every criterion in `indices` ticked (or unticked), in one pass, and the
+        indices whose box actually changed. A bad index changes nothing."""
         items = self.criteria_lines
-        if not 1 <= index <= len(items):
-            where = self.criteria_region.start if self.criteria_region else None
-            raise self.error(f"no acceptance criterion {index} (the task has {len(items)})", where)
-        _, box, was, _, _ = items[index - 1]
-        if was == checked:
-            return self.text
-        return apply_edits(self.text, [Edit(box, box + 1, "x" if checked else " ")])
+        for index in indices:
+            if not 1 <= index <= len(items):
+                where = self.criteria_region.start if self.criteria_region else None
+                raise self.error(f"no acceptance criterion {index} (the task has {len(items)})", where)
+        changed = sorted({i for i in indices if items[i - 1][2] != checked})
+        mark = "x" if checked else " "
+        edits = [Edit(items[i - 1][1], items[i - 1][1] + 1, mark) for i in changed]
+        return (apply_edits(self.text, edits) if edits else self.text), changed
 
     def metadata_edits(self, updates: dict[str, Any]) -> list[Edit]:
         """Edits that set top-level metadata keys, rewriting only their values; new keys go last."""
@@ -516,6 +578,49 @@ class TaskDocument:
         lead = len(body) - len(body.lstrip("\r\n"))
         start = region.body + lead
         return Edit(start, content_end(self.text, region.body + len(content) - 1), self._lines(block))
+
+    def chain_output_edits(self, summary: str, downstream: str | None) -> list[Edit]:
+        """Edits that write `### Summary`, and `### For Downstream Tasks` when `downstream` is
+        given (or the subsection is missing), into the Chain Output. Every other subsection
+        (`### Files Created`, `### Integration Notes`, ...) and any text a person wrote there stays."""
+        from .render import inert, render_chain_output
+
+        region = self.sections.get("chain_output")
+        if region is None:
+            return [self.append_to_section("chain_output", render_chain_output(summary, downstream or ""))]
+        if self.chain_output_is_placeholder:
+            return [self.replace_content(region, render_chain_output(summary, downstream or ""))]
+        summary_body = inert(summary) or "(no summary)"
+        down_body = inert(downstream or "") or "None"
+        summary_region = self.find_subsection(region, "summary")
+        down_region = self.find_subsection(region, "for downstream tasks")
+        edits, added = [], []
+        if summary_region is not None:
+            edits.append(self.replace_content(summary_region, summary_body))
+        else:
+            added.append(f"### Summary\n{summary_body}")
+        if down_region is not None:
+            if downstream is not None:
+                edits.append(self.replace_content(down_region, down_body))
+        else:
+            added.append(f"### For Downstream Tasks\n{down_body}")
+        if not added:
+            return edits
+        nl, block = self.newline, self._lines("\n\n".join(added))
+        first_sub = next(self.subsections(region), None)
+        if summary_region is not None:  # the downstream part goes right after the summary
+            at = self._after_content(summary_region)
+            edits.append(Edit(at, at, nl + nl + block))
+        elif first_sub is not None:  # before the first subsection, after any free text
+            edits.append(Edit(first_sub.start, first_sub.start, block + nl + nl))
+        else:
+            edits.append(self.append_to_region(region, "\n\n".join(added)))
+        return edits
+
+    def _after_content(self, region: Region) -> int:
+        """The offset of the line ending of the region's last non-blank line."""
+        body = self.text[region.start : region.end].rstrip(" \t\r\n")
+        return content_end(self.text, region.start + len(body) - 1)
 
     def _new_section(self, key: str, block: str) -> Edit:
         """A new `## N. Title` section placed between its neighbours by number."""

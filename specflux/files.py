@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import stat
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
-from .errors import ParseError
+from .errors import ParseError, SpecfluxError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -27,6 +30,44 @@ def decode(data: bytes, shown_as: str) -> str:
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         raise ParseError(f"not valid UTF-8 (byte {e.start})", shown_as, line) from None
+
+
+class FileSystemError(SpecfluxError):
+    """The file system refused a read or a write (permissions, a full disk, a folder in the way)."""
+
+
+_ADVICE = {
+    errno.ENOSPC: "the disk is full; free some space and try again",
+    errno.EDQUOT: "the disk quota is used up; free some space and try again",
+    errno.EROFS: "the file system is mounted read-only",
+    errno.EPERM: "the operating system refused (is the file immutable? see `lsattr`)",
+    errno.EACCES: "permission denied; check the permissions of the file and its folder",
+    errno.ENOTDIR: "a file stands where a folder should be; move it away",
+    errno.EISDIR: "a folder stands where a file should be; move it away",
+    errno.EEXIST: "something else stands where specflux needs a folder; move it away",
+}
+
+
+def os_error(e: OSError, shown_as: str, doing: str = "write") -> FileSystemError:
+    """One sentence for an OSError: what failed, where, and what to do."""
+    advice = _ADVICE.get(e.errno or 0, e.strerror or str(e))
+    return FileSystemError(f"cannot {doing} this file: {advice}", shown_as)
+
+
+def check_writable(path: Path, shown_as: str) -> None:
+    """Refuse to replace a file (or write into a folder) whose permissions say no one may write it.
+
+    Checked on the mode bits, not with access(): the atomic replace would otherwise overwrite a
+    read-only file (a rename needs only the folder's permission), and root passes every access().
+    """
+    for target, what in ((path, "file"), (path.parent, "folder")):
+        try:
+            mode = target.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            where = shown_as if what == "file" else os.path.dirname(shown_as) or "."
+            raise FileSystemError(f"the {what} is read-only; make it writable (chmod u+w) to change it", where)
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -86,8 +127,13 @@ class FileLock:
             self._fallback = filelock.FileLock(str(self.path))
             self._fallback.acquire()
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            where = self.path.parent if e.errno in (errno.EEXIST, errno.ENOTDIR) else self.path
+            raise FileSystemError(f"cannot take the lock: {_ADVICE.get(e.errno or 0, e.strerror)}",
+                                  _shown(where)) from None
         fcntl.flock(fd, fcntl.LOCK_EX)
         self._fd = fd
 
@@ -114,40 +160,128 @@ def locked(paths: Iterable[Path]) -> Iterator[None]:
             lock.release()
 
 
+def _shown(path: Path) -> str:
+    """`path` relative to the folder holding .specflux/ when it is inside one."""
+    parts = path.parts
+    if ".specflux" in parts:
+        return "/".join(parts[parts.index(".specflux"):])
+    return str(path)
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C (and SIGTERM) until the block is done, then raise KeyboardInterrupt: a write
+    and its commit, or their undoing, are never cut in half however often the user presses it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if caught:
+        raise KeyboardInterrupt
+
+
 class ChangeSet:
     """Writes gathered first, applied together, and undone together if a later step fails."""
 
-    def __init__(self) -> None:
+    def __init__(self, shown: Callable[[Path], str] = _shown) -> None:
         self.pending: dict[Path, str] = {}
+        self.removed: list[Path] = []
         self._originals: dict[Path, bytes | None] = {}
+        self.shown = shown
+
+    def text_of(self, path: Path) -> str | None:
+        """The text queued for `path` in this change set, or None."""
+        return self.pending.get(path)
 
     def write(self, path: Path, text: str) -> None:
         self.pending[path] = text
 
+    def remove(self, path: Path) -> None:
+        """Delete `path` when the change set is applied (after every write)."""
+        self.pending.pop(path, None)
+        self.removed.append(path)
+
     @property
     def paths(self) -> list[Path]:
-        return list(self.pending)
+        return [*self.pending, *self.removed]
 
     def apply(self) -> list[Path]:
-        """Write every pending file; returns the paths whose bytes actually changed."""
-        changed = []
+        """Write every pending file; returns the paths whose bytes actually changed.
+
+        Every file is checked before the first is written; if a write still fails (a full disk),
+        the files already written are put back, so a failure leaves every file as it was.
+        """
+        todo = []
         for path, text in self.pending.items():
+            shown = self.shown(path)
             try:
                 before = path.read_bytes()
             except FileNotFoundError:
                 before = None
-            if before is not None and before == text.encode("utf-8"):
+            except OSError as e:
+                raise os_error(e, shown, "read") from None
+            data = text.encode("utf-8")
+            if before is not None and before == data:
                 continue
-            self._originals[path] = before
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, text)
-            changed.append(path)
+            check_writable(path, shown)
+            todo.append((path, before))
+        changed = []
+        try:
+            for path, before in todo:
+                self._originals[path] = before
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(path, self.pending[path])
+                except OSError as e:
+                    del self._originals[path]
+                    raise os_error(e, self.shown(path)) from None
+                changed.append(path)
+            for path in self.removed:
+                try:
+                    self._originals[path] = path.read_bytes()
+                    path.unlink()
+                except FileNotFoundError:
+                    self._originals.pop(path, None)
+                    continue
+                except OSError as e:
+                    self._originals.pop(path, None)
+                    raise os_error(e, self.shown(path), "delete") from None
+                changed.append(path)
+        except BaseException:
+            self.rollback()
+            raise
         return changed
 
     def rollback(self) -> None:
+        """Put back every file this change set wrote (best effort: a file that cannot be put back
+        is left for the caller's error to explain)."""
         for path, before in self._originals.items():
-            if before is None:
-                path.unlink(missing_ok=True)
-            else:
-                atomic_write(path, before.decode("utf-8"))
+            try:
+                if before is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    _restore(path, before)
+            except OSError:
+                pass
         self._originals.clear()
+
+
+def _restore(path: Path, data: bytes) -> None:
+    """Put `data` back at `path`: atomically when there is room, else in place (a full disk may
+    have room for the old bytes in the file's own blocks but none for a temporary copy)."""
+    try:
+        atomic_write(path, data.decode("utf-8"))
+    except OSError:
+        with open(path, "r+b") as f:
+            f.write(data)
+            f.truncate()
+            f.flush()
+            os.fsync(f.fileno())

@@ -8,7 +8,7 @@ from typing import Iterable
 
 from .chain import Graph
 from .config import ArchiveConfig
-from .document import TaskDocument
+from .document import BOM, TaskDocument
 from .errors import SpecfluxError
 from .files import read_text
 from .workspace import STATE_FILE, Workspace
@@ -30,15 +30,40 @@ class Problem:
         return {"path": self.path, "line": self.line, "message": self.message, "severity": self.severity}
 
 
-def lint_document(doc: TaskDocument, file_id: str | None, cfg: ArchiveConfig) -> list[Problem]:
-    """Problems inside one file. A file that cannot be parsed gives exactly its parse error."""
+def structure_problems(doc: TaskDocument) -> list[Problem]:
+    """What makes a file read differently from how it looks: a byte-order mark, a code fence or
+    comment never closed, a section written twice. Found even when the file cannot be parsed."""
     path = doc.path or "<text>"
+    out = []
+    if doc.text.startswith(BOM):
+        out.append(Problem(path, 1, "the file starts with a UTF-8 byte-order mark; specflux reads it, but "
+                                    "other tools may not: save the file without it"))
+    for what, start in doc.unclosed():
+        close = "```" if what == "code fence" else "-->"
+        out.append(Problem(path, doc.outline.line_of(start), f"this {what} is never closed, so everything after it "
+                                                             f"is hidden; close it with {close}"))
+    for key, heading in doc.duplicate_sections:
+        first = doc.sections[key].heading
+        out.append(Problem(path, doc.outline.line_of(heading.start),
+                           f"a second `{'#' * heading.level} {heading.text}` section: specflux reads only the first "
+                           f"(line {doc.outline.line_of(first.start)}); merge the two"))
+    return out
+
+
+def lint_document(doc: TaskDocument, file_id: str | None, cfg: ArchiveConfig) -> list[Problem]:
+    """Problems inside one file. A file that cannot be parsed gives its parse error (and the
+    structure problems that may explain it)."""
+    path = doc.path or "<text>"
+    problems: list[Problem] = structure_problems(doc)
     try:
         doc.title  # noqa: B018
         meta = doc.metadata
     except SpecfluxError as e:
-        return [Problem(e.path or path, e.line, e.message)]
-    problems: list[Problem] = []
+        return [Problem(e.path or path, e.line, e.message), *(p for p in problems if p.line != e.line)]
+
+    for key, start in doc.duplicate_keys():
+        problems.append(Problem(path, doc.outline.line_of(start), f'metadata key "{key}" is written twice: JSON '
+                                                                  "keeps the last one; remove the other"))
 
     def key_line(key: str) -> int:
         m = next((m for m in doc.members if m.key == key), None)
@@ -95,6 +120,48 @@ def lint_workspace(ws: Workspace, paths: Iterable[Path] = ()) -> list[Problem]:
     return problems
 
 
+def _stale_inputs(ws: Workspace, docs: dict[str, TaskDocument], graph: Graph) -> list[Problem]:
+    """Chain inputs that do not match their upstream's chain output: missing after an interrupted
+    `complete`, or out of date after the upstream changed (only where wiring wrote them, with its
+    `[Full chain output]` link: a chain input a person wrote by hand is theirs). `specflux wire
+    ID` repairs them."""
+    from .chain import _is_from, upstream_from, wire_into
+
+    upstream_docs: dict[str, TaskDocument | None] = {}
+
+    def upstream(dep: str):
+        if dep not in upstream_docs:
+            try:
+                doc = docs.get(dep) or TaskDocument(read_text(ws.task_path(dep)), ws.relative(ws.task_path(dep)))
+                upstream_docs[dep] = doc if _parses(doc) else None
+            except (SpecfluxError, OSError):
+                upstream_docs[dep] = None
+        doc = upstream_docs[dep]
+        return upstream_from(dep, doc) if doc is not None else None
+
+    out = []
+    for task_id, doc in docs.items():
+        for dep in dict.fromkeys(graph.deps.get(task_id, [])):
+            if dep not in graph.deps or dep == task_id:
+                continue
+            up = upstream(dep)
+            if up is None or wire_into(doc, [up]) == doc.text:
+                continue
+            region = next((r for r in doc.subsections(doc.sections.get("chain_inputs")) if _is_from(r, dep)), None)
+            if region is None:
+                line = doc.outline.line_of(doc.sections["chain_inputs"].start) if "chain_inputs" in doc.sections else None
+                m = next((m for m in doc.members if m.key == "dependencies"), None)
+                line = line or (doc.outline.line_of(m.key_start) if m else None)
+                message = f"task {dep} is complete but its chain output is missing here"
+            elif "[Full chain output](" not in doc.text[region.body : region.end]:
+                continue
+            else:
+                line = doc.outline.line_of(region.start)
+                message = f"the chain input from task {dep} differs from its chain output"
+            out.append(Problem(doc.path or "", line, f"{message}; run `specflux wire {dep}` to refresh it"))
+    return out
+
+
 def _parses(doc: TaskDocument) -> bool:
     try:
         doc.title  # noqa: B018
@@ -127,6 +194,7 @@ def _graph_problems(ws: Workspace, docs: dict[str, TaskDocument]) -> list[Proble
     for task_id, dep in graph.unknown():
         if task_id in docs:
             out.append(Problem(*where(task_id), f"depends on task {dep}, which does not exist"))
+    out += _stale_inputs(ws, docs, graph)
     for cycle in graph.cycles():
         loop = " -> ".join(cycle + [cycle[0]])
         for task_id in cycle:

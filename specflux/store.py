@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .document import STATUSES, Edit, TaskDocument, apply_edits
-from .errors import NotFoundError, SpecfluxError, UsageError
-from .files import ChangeSet, decode, locked, read_text
-from .render import now_stamp, render_chain_output, render_session, render_task
+from .errors import NotFoundError, ParseError, SpecfluxError, UsageError
+from .files import ChangeSet, decode, deferred_interrupts, locked, os_error, read_text
+from .render import now_stamp, render_session, render_task
 from .workspace import Workspace, check_id, natural_key
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class Outcome:
     wired: list[str] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    criteria: list[tuple[int, str, bool]] = field(default_factory=list)  # (index, text, changed) of check/uncheck
+    fields: list[str] = field(default_factory=list)  # what `set` changed, one phrase each
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,24 @@ class TaskStateManager:
     def path(self, task_id: str) -> Path:
         return self.ws.task_path(check_id(task_id))
 
-    def load(self, task_id: str) -> TaskDocument:
-        """The task's document, checked enough that every command can rely on it."""
+    def load(self, task_id: str, pending: ChangeSet | None = None) -> TaskDocument:
+        """The task's document, checked enough that every command can rely on it. Inside a change,
+        `pending` gives the text already queued for the file, so that two edits of one file in
+        one change build on each other instead of the second undoing the first."""
         path = self.path(task_id)
+        rel = self.ws.relative(path)
+        queued = pending.text_of(path) if pending is not None else None
+        if queued is not None:
+            return TaskDocument(queued, rel)
+        if path.is_dir():
+            raise NotFoundError(f"is a folder, not a task file; move it away (task {task_id})", rel)
         if not path.is_file():
-            raise NotFoundError(f"no task {task_id} (expected {self.ws.relative(path)})")
-        doc = TaskDocument(read_text(path, self.ws.relative(path)), self.ws.relative(path))
+            raise NotFoundError(f"no task {task_id} (expected {rel})")
+        try:
+            text = read_text(path, rel)
+        except OSError as e:
+            raise os_error(e, rel, "read") from None
+        doc = TaskDocument(text, rel)
         doc.title  # noqa: B018 - raise now for a broken title
         doc.metadata  # noqa: B018
         return doc
@@ -152,32 +166,35 @@ class TaskStateManager:
         that what it commits, such as the session number, is decided under the lock).
         """
         ids = sorted({check_id(t) for t in task_ids}, key=natural_key)
-        pending = Pending(ChangeSet())
+        pending = Pending(ChangeSet(self.ws.relative))
         with locked(self.ws.lock_path(t) for t in ids):
-            self._ensure_gitignore()
             yield pending
-            outcome.changed = pending.files.apply()
             request = pending.commit
-            if request is None:
-                return
-            git = self.git
-            if git is None:
-                outcome.notices.append("not a git repository: specflux works, but does not commit")
-                return
-            try:
-                paths = [*pending.files.paths, *request.extra_paths]
-                outcome.commit = git.commit(paths, request.subject, request.trailers)
-            except BaseException:
-                pending.files.rollback()
-                outcome.changed = []
-                raise
+            git = self.git if request is not None else None
+            if git is not None:  # before any file is written: a rebase in progress changes nothing
+                outcome.notices += git.check_can_commit() if hasattr(git, "check_can_commit") else []  # TODO(vcs helper)
+            self._ensure_gitignore(pending.files)
+            with deferred_interrupts():
+                outcome.changed = pending.files.apply()
+                if request is None:
+                    return
+                if git is None:
+                    outcome.notices.append("not a git repository: specflux works, but does not commit")
+                    return
+                try:
+                    paths = [*pending.files.paths, *request.extra_paths]
+                    outcome.commit = git.commit(paths, request.subject, request.trailers)
+                except BaseException:
+                    pending.files.rollback()
+                    outcome.changed = []
+                    raise
 
-    def _ensure_gitignore(self) -> None:
+    def _ensure_gitignore(self, files: ChangeSet) -> None:
         ignore = self.ws.dir / ".gitignore"
-        if not ignore.exists():
+        if files.pending and not ignore.exists():
             from .workspace import GITIGNORE
 
-            ignore.write_text(GITIGNORE, encoding="utf-8")
+            files.write(ignore, GITIGNORE)
 
     def create(
         self,
@@ -201,6 +218,8 @@ class TaskStateManager:
             task_id = check_id(task_id) if task_id else self._next_id()
             if self.path(task_id).exists():
                 raise UsageError(f"task {task_id} already exists ({self.ws.relative(self.path(task_id))})")
+            if task_id in deps:
+                raise UsageError(f"task {task_id} cannot depend on itself")
             metadata: dict = {"task_id": json_id(task_id)}
             if epic_id is not None:
                 metadata["epic_id"] = json_id(epic_id)
@@ -237,12 +256,20 @@ class TaskStateManager:
         return str(max(numbers, default=0) + 1)
 
     def set_checked(self, task_id: str, indices: Iterable[int], checked: bool) -> Outcome:
+        """Tick (or untick) criteria, all in one pass; `outcome.criteria` says what each one was."""
         outcome = Outcome(check_id(task_id))
+        indices = list(indices)
         with self.changing([task_id], outcome) as pending:
-            doc = self.load(task_id)
-            for index in indices:
-                doc = TaskDocument(doc.check(index, checked), doc.path)
-            pending.files.write(self.path(task_id), doc.text)
+            doc = self.load(task_id, pending.files)
+            text, changed = doc.check_many(indices, checked)
+            items = doc.criteria_lines
+            done = set(changed)
+            outcome.criteria = [(i, items[i - 1][3], i in done) for i in dict.fromkeys(indices)]
+            if changed:
+                after = TaskDocument(text, doc.path).criteria_lines
+                if len(after) != len(items) or any(after[i - 1][2] != checked for i in changed):
+                    raise ParseError("the criteria changed under the edit; nothing was written", doc.path)
+                pending.files.write(self.path(task_id), text)
         return outcome
 
     def set_status(self, task_id: str, status: str) -> Outcome:
@@ -278,10 +305,15 @@ class TaskStateManager:
             for index in checks:
                 doc = TaskDocument(doc.check(index, True), doc.path)
             block = render_session(number, entry.timestamp or now_stamp(), entry.did, entry.issues, entry.next, usage_line)
-            edits: list[Edit] = [doc.append_to_section("progress", block)]
+            append = doc.append_to_section("progress", block)
+            edits: list[Edit] = [append]
             edits += doc.metadata_edits({"status": new_status, "total_sessions": doc.session_count + 1})
             text = apply_edits(doc.text, edits)
-            text = fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
+            written = TaskDocument(text, doc.path)
+            if number not in (n for n, _, _ in written.session_regions) or written.session_count != doc.session_count + 1:
+                raise doc.hidden_by(append.start) or doc.error("the session would not be readable where it "
+                                                               "would be written; nothing was written", append.start)
+            text = fit(task_id, written, self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
             outcome.session, outcome.status = number, new_status
             if commit:
@@ -298,8 +330,12 @@ class TaskStateManager:
                 )
         return outcome
 
-    def complete(self, task_id: str, summary: str, downstream: str = "", *, commit: bool = True, extra_paths: Iterable[Path] = ()) -> Outcome:
-        """Write the chain output, set status complete, and wire it into every dependent task."""
+    def complete(self, task_id: str, summary: str, downstream: str | None = None, *, commit: bool = True, extra_paths: Iterable[Path] = ()) -> Outcome:
+        """Write the chain output, set status complete, and wire it into every dependent task.
+
+        Only `### Summary` and `### For Downstream Tasks` are written; `downstream=None` keeps the
+        downstream text already there. Every other subsection of the Chain Output stays.
+        """
         from .archive import fit
         task_id = check_id(task_id)
         if not summary.strip():
@@ -310,11 +346,15 @@ class TaskStateManager:
         outcome = Outcome(task_id, status="complete")
         with self.changing([task_id, *dependents], outcome) as pending:
             doc = self.load(task_id)
-            block = render_chain_output(summary, downstream)
-            region = doc.sections.get("chain_output")
-            edit = doc.replace_content(region, block) if region else doc.append_to_section("chain_output", block)
-            text = apply_edits(doc.text, [edit, *doc.metadata_edits({"status": "complete"})])
-            text = fit(task_id, TaskDocument(text, doc.path), self, pending.files, outcome)
+            edits = doc.chain_output_edits(summary, downstream)
+            text = apply_edits(doc.text, [*edits, *doc.metadata_edits({"status": "complete"})])
+            written = TaskDocument(text, doc.path)
+            out = written.chain_output()
+            if out is None or written.status != "complete" or not out.summary:
+                raise doc.hidden_by(min(e.start for e in edits)) or doc.error(
+                    "the chain output would not be readable where it would be written; nothing was written",
+                    min(e.start for e in edits))
+            text = fit(task_id, written, self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
             upstream = upstream_from(task_id, TaskDocument(text, doc.path))
             outcome.wired = wire_dependents(self, upstream, dependents, pending.files, outcome)
@@ -325,6 +365,123 @@ class TaskStateManager:
                     extra_paths=tuple(extra_paths),
                 )
         return outcome
+
+    def update(
+        self,
+        task_id: str,
+        *,
+        status: str | None = None,
+        title: str | None = None,
+        priority: int | None = None,
+        add_deps: Iterable[str] = (),
+        remove_deps: Iterable[str] = (),
+    ) -> Outcome:
+        """`specflux set`: change fields, each rewriting only its own line(s); one write for all.
+
+        A dependency that does not exist, is the task itself or closes a cycle is refused with
+        the cycle named. A new dependency that is already complete is wired in at once.
+        """
+        task_id = check_id(task_id)
+        if status is not None and status not in STATUSES:
+            raise UsageError(f"unknown status {status!r} (expected one of: {', '.join(STATUSES)})")
+        if title is not None and not title.strip():
+            raise UsageError("a task needs a title")
+        if priority is not None and not 1 <= priority <= 5:
+            raise UsageError(f"priority is 1 (highest) to 5 (lowest), not {priority}")
+        adding = list(dict.fromkeys(check_id(d) for d in add_deps))
+        removing = list(dict.fromkeys(check_id(d) for d in remove_deps))
+        outcome = Outcome(task_id)
+        with self.changing([task_id], outcome) as pending:
+            doc = self.load(task_id)
+            written = list(doc.metadata.get("dependencies", []))
+            current = [str(d) for d in written]
+            missing = [d for d in removing if d not in current]
+            if missing:
+                raise UsageError(f"task {task_id} does not depend on {', '.join(missing)} (it depends on "
+                                 f"{', '.join(current) or 'nothing'})")
+            new_deps = [d for d in adding if d not in current]
+            self._check_new_dependencies(task_id, new_deps, current)
+            updates: dict = {}
+            if status is not None and status != doc.status:
+                updates["status"] = status
+                outcome.fields.append(f"status {doc.status} -> {status}")
+            if priority is not None and doc.metadata.get("priority") != priority:
+                updates["priority"] = priority
+                outcome.fields.append(f"priority {priority}")
+            if new_deps or removing:
+                kept = [d for d in written if str(d) not in removing]
+                updates["dependencies"] = kept + [json_id(d) for d in new_deps]
+                outcome.fields += [f"depends on {d}" for d in new_deps] + [f"no longer depends on {d}" for d in removing]
+            text = doc.set_metadata(updates) if updates else doc.text
+            if title is not None and " ".join(title.split()) != doc.title[1]:
+                from .render import one_line
+
+                text = TaskDocument(text, doc.path).set_title(one_line(title))
+                outcome.fields.append(f"title {one_line(title)!r}")
+            after = TaskDocument(text, doc.path)
+            if any(after.metadata.get(k) != v for k, v in updates.items()) or (
+                    title is not None and after.title[1] != " ".join(title.split())):
+                raise doc.error("the change would not read back as written (duplicate metadata keys?); "
+                                "nothing was written", doc.metadata_fence.start)
+            if new_deps:
+                from .chain import wire_into
+
+                text = wire_into(after, self._upstream_outputs(new_deps))
+            if text != doc.text:
+                pending.files.write(self.path(task_id), text)
+            outcome.status = after.status
+        return outcome
+
+    def _check_new_dependencies(self, task_id: str, new_deps: list[str], current: list[str]) -> None:
+        """Refuse a dependency on the task itself, on a task that does not exist, or one that
+        would close a cycle (named, e.g. `3 -> 1 -> 2 -> 3`)."""
+        if not new_deps:
+            return
+        if task_id in new_deps:
+            raise UsageError(f"task {task_id} cannot depend on itself")
+        unknown = [d for d in new_deps if not self.path(d).is_file()]
+        if unknown:
+            raise UsageError(f"no task {', '.join(unknown)}: a dependency must be an existing task")
+        from .chain import Graph
+
+        graph = Graph.load(self)
+        graph.deps[task_id] = [*current, *new_deps]
+        for dep in new_deps:
+            path = graph.path_between(dep, task_id)
+            if path:
+                loop = " -> ".join([task_id, *path])
+                raise UsageError(f"task {task_id} cannot depend on {dep}: that closes the cycle {loop}")
+
+    def delete(self, task_id: str, *, force: bool = False) -> Outcome:
+        """`specflux delete`: remove the task file and its archive. Refused while other tasks
+        depend on it, unless `force`, which also removes it from their dependencies."""
+        from .chain import dependents as find_dependents
+
+        task_id = check_id(task_id)
+        self.load(task_id)  # an unknown task is an error
+        dependents = find_dependents(self, task_id)
+        if dependents and not force:
+            raise UsageError(f"tasks {', '.join(dependents)} depend on task {task_id}; remove the dependency "
+                             f"first (specflux set ID --remove-dep {task_id}) or use --force")
+        outcome = Outcome(task_id)
+        with self.changing([task_id, *dependents], outcome) as pending:
+            for other in dependents:
+                doc = self.load(other)
+                kept = [d for d in doc.metadata.get("dependencies", []) if str(d) != task_id]
+                pending.files.write(self.path(other), doc.set_metadata({"dependencies": kept}))
+                outcome.fields.append(f"task {other} no longer depends on {task_id}")
+            self._remove(self.path(task_id), pending, outcome)
+            self._remove(self.ws.archive_path(task_id), pending, outcome)
+        return outcome
+
+    def _remove(self, path: Path, pending: "Pending", outcome: Outcome) -> None:
+        """Delete `path` once the change set has been applied (a failed write keeps it)."""
+        if not path.exists():
+            return
+        from .files import check_writable
+
+        check_writable(path, self.ws.relative(path))
+        pending.files.remove(path)
 
     def _upstream_outputs(self, deps: Iterable[str]) -> list["Upstream"]:
         from .chain import upstream_of
