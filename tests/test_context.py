@@ -1,5 +1,6 @@
 """`specflux context ID`: what an agent session receives (protocol, rules, task file with chain
-inputs embedded, links), its token estimate, and that it stays bounded however long a task runs."""
+inputs embedded, links), its token estimate, and that it stays bounded however long a task runs;
+and the form written for agent CLIs, which edit the task file themselves."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specflux.agent.context import SYSTEM, build_context
+from specflux.agent.context import COMMAND_PROTOCOL, COMMAND_SYSTEM, SYSTEM, build_context
 from specflux.cli import main
 from specflux.model import SessionInput
 from specflux.store import TaskStateManager
@@ -147,3 +148,75 @@ def test_context_stays_bounded_however_many_sessions_and_links_the_archive(manag
     assert [s.number for s in state.sessions] == list(range(summary.last + 1, SESSIONS + 1))
     for n in range(1, summary.last + 1):
         assert f"marker-{n:03d}" in archived_text
+
+
+# -- the form for agent CLIs ----------------------------------------------------------------------
+
+TOOL_NAMES = ("read_file", "list_files", "write_file", "edit_file", "run_command", "check_criterion", "end_session")
+
+
+def two_linked_tasks(manager: TaskStateManager) -> None:
+    manager.create("JWT service", task_id="201", requirements="Sign and verify tokens.", criteria=["sign works"])
+    manager.create("login endpoint", task_id="202", dependencies=["201"],
+                   requirements="POST /login returns a token. See the [PRD](../../docs/prd.md).",
+                   criteria=["valid credentials give a token", "bad ones give 401"])
+    complete_by_hand(manager, "201")
+
+
+def test_the_command_form_tells_a_cli_to_edit_the_task_file_itself(manager):
+    two_linked_tasks(manager)
+    manager.append_session("202", SessionInput(did=["started"], timestamp="2026-01-01 10:00"), commit=False)
+    tools, command = build_context(manager, "202"), build_context(manager, "202", form="command")
+
+    assert tools.system == SYSTEM and command.system == COMMAND_SYSTEM
+    for name in TOOL_NAMES:  # tools it does not have under those names
+        assert name not in command.system and name not in command.user, name
+    for needed in ("$SPECFLUX_TASK_FILE", "$SPECFLUX_TASK_ID", "`git status`", "Pick ONE unchecked criterion",
+                   "`- [ ]` becomes `- [x]`", "specflux check $SPECFLUX_TASK_ID N",
+                   "at the end of `## 3. Progress Log`", "### Session N - YYYY-MM-DD HH:MM",
+                   "**Did:**", "**Issues:**", "**Next:**", "specflux session $SPECFLUX_TASK_ID --did",
+                   "## 4. Chain Output", "### Summary", "### For Downstream Tasks",
+                   "specflux complete $SPECFLUX_TASK_ID --summary", "DO NOT commit",
+                   "DO NOT edit other tasks' files", "DO check off criteria only after testing."):
+        assert needed in command.system, needed
+    assert command.system.count("--no-commit") == 2
+    # The same task state and links; the path and the session number to write are given.
+    assert "The task-state file is `.specflux/task-states/task-202-state.md`; this is session 2." in command.user
+    state = tools.user[tools.user.index("<task-state>"):tools.user.index("</task-state>")]
+    assert state in command.user and UPSTREAM_SUMMARY in state
+    assert command.links == tools.links == [".specflux/task-states/task-201-state.md", "docs/prd.md"]
+    assert command.user.endswith(
+        "Read these only when you need them:\n"
+        "- `.specflux/task-states/task-201-state.md`: task #201's full chain output (section 4)\n"
+        "- `docs/prd.md`: PRD")
+    assert command.tokens < tools.tokens + 250  # compact
+
+
+def test_a_session_written_as_the_command_form_shows_is_a_valid_one(manager):
+    """An agent that follows the protocol to the letter leaves a file that specflux reads and lints clean."""
+    from specflux.lint import lint_document
+
+    manager.create("one thing", task_id="7", requirements="Do it.", criteria=["done"])
+    ctx = build_context(manager, "7", form="command")
+    assert "this is session 1." in ctx.user
+    example = COMMAND_PROTOCOL.split("numbered as given below:\n\n", 1)[1].split("\n\n   (or run", 1)[0]
+    entry = "\n".join(line[3:] for line in example.split("\n")).replace("Session N - YYYY-MM-DD HH:MM",
+                                                                           "Session 1 - 2026-02-03 04:05")
+    path = manager.path("7")
+    text = path.read_text().replace("- [ ] done", "- [x] done")
+    text = text.replace("(No sessions yet)", entry)
+    text = text.replace("(To be completed)", "### Summary\nIt is done.\n\n### For Downstream Tasks\nNone")
+    path.write_text(text)
+
+    doc = manager.load("7")
+    assert [p for p in lint_document(doc, "7", manager.ws.config.archive)
+            if p.severity == "error" and "total_sessions" not in p.message] == []
+    state = manager.read("7")
+    assert [(s.number, s.did) for s in state.sessions] == [(1, ["one bullet per item"])]
+    assert not doc.chain_output_is_placeholder and all(item[2] for item in doc.criteria_lines)
+
+
+def test_an_unknown_form_is_a_programming_error(manager):
+    manager.create("one thing", task_id="7", requirements="Do it.", criteria=["done"])
+    with pytest.raises(ValueError, match="unknown context form 'cli'"):
+        build_context(manager, "7", form="cli")

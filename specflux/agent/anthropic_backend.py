@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import os
 import time
 from collections.abc import Callable
@@ -62,6 +63,37 @@ def make_client(transport: Any = None, api_key: str | None = None, base_url: str
     return client
 
 
+def check_credentials(api_key: str | None = None, base_url: str | None = None) -> None:
+    """Raise AgentError when `make_client` would find no credentials; sends nothing.
+
+    A key or token in the environment, or a local stand-in for the API, is enough without
+    importing the SDK; otherwise its own chain decides (a credentials profile on disk, workload
+    identity), by building the client - which reads files, never the network - and closing it.
+    """
+    base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL")
+    if api_key or os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") or _is_local(base_url):
+        return
+    make_client(api_key=api_key, base_url=base_url).close()
+
+
+def check_recording(path: Path) -> None:
+    """Raise AgentError, naming `path`, unless it is a readable file whose first line is a recording record."""
+    how = "give --recording the path of a .jsonl file that a `specflux run` recorded"
+    try:
+        with Path(path).open(encoding="utf-8") as f:
+            first = f.readline()
+    except OSError as e:
+        raise AgentError(f"cannot read the recording ({e.strerror}): {how}", path) from None
+    except UnicodeDecodeError:
+        first = ""
+    try:
+        record = json.loads(first)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or "kind" not in record:
+        raise AgentError(f"not a recording (its first line is not a JSON record with a `kind`): {how}", path, 1)
+
+
 def _client(recorder: Recorder | None, api_key: str | None = None, base_url: str | None = None) -> Any:
     """The default client, sending through the SDK's own HTTP client, recording when asked."""
     if recorder is None:
@@ -98,17 +130,26 @@ class AnthropicBackend:
     `client_factory()` builds the client for each session; without one, the default client is used,
     recording to `recorder` when one is given. A custom factory that wants recording wraps its
     transport in `RecordingTransport(inner, recorder)` itself (see `live_backend`).
+
+    `check()` is what `preflight` runs: the credentials check for the default client, nothing
+    for a custom factory unless one is given (`live_backend` and `replay_backend` give theirs).
     """
 
     def __init__(self, client_factory: Callable[[], Any] | None = None, recorder: Recorder | None = None,
                  max_retries: int = 4, backoff_base_s: float = 1.0, sleep: Callable[[float], None] = time.sleep,
-                 *, echo: Callable[[str], None] | None = None):
+                 *, echo: Callable[[str], None] | None = None, check: Callable[[], None] | None = None):
+        self.check = check or (check_credentials if client_factory is None else (lambda: None))
         self.client_factory = client_factory or (lambda: _client(recorder))
         self.recorder = recorder
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
         self.sleep = sleep
         self.echo = echo or (lambda line: None)
+
+    def preflight(self) -> None:
+        """Raise AgentError for a set-up mistake (no credentials, no readable recording) before
+        the session changes anything; never reaches the network."""
+        self.check()
 
     def run(self, request: SessionRequest, toolbox: Toolbox) -> SessionOutcome:
         """One session: until end_session, a reply without tool calls, a limit, an error or Ctrl-C."""
@@ -214,7 +255,8 @@ def live_backend(recording: Path | None = None, *, task_id: str | None = None, a
                  base_url: str | None = None, **options: Any) -> AnthropicBackend:
     """The real API (or `base_url`), recording each session to `recording` when given."""
     recorder = Recorder(recording, task_id) if recording is not None else None
-    return AnthropicBackend(lambda: _client(recorder, api_key, base_url), recorder, **options)
+    return AnthropicBackend(lambda: _client(recorder, api_key, base_url), recorder,
+                            check=lambda: check_credentials(api_key, base_url), **options)
 
 
 def replay_backend(path: Path, **options: Any) -> AnthropicBackend:
@@ -222,5 +264,6 @@ def replay_backend(path: Path, **options: Any) -> AnthropicBackend:
     options.setdefault("sleep", lambda seconds: None)
     return AnthropicBackend(
         client_factory=lambda: make_client(ReplayTransport(path), api_key="replay", base_url="https://replay.invalid"),
+        check=lambda: check_recording(path),
         **options,
     )

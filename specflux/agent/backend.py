@@ -93,6 +93,7 @@ class SessionOutcome:
     turns: int = 0
     duration_ms: int = 0
     recording: Path | None = None
+    setup_error: bool = False  # the agent could not start at all (a mistake in the set-up, not the session)
 
 
 class TaskHooks(Protocol):

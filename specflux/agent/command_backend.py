@@ -3,30 +3,79 @@
 The agent gets the session's system prompt and context on stdin, and SPECFLUX_TASK_FILE,
 SPECFLUX_TASK_ID and SPECFLUX_ROOT in its environment; it edits the task file itself (with the
 `specflux` commands), so the outcome carries no hand-off.
+
+What an agent CLI spent is read from its own JSON output, where it prints one: Claude Code's
+`--output-format json` / `stream-json` result object, or Codex's `exec --json` `turn.completed`
+event. A CLI that prints plain text leaves the usage at zero.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import threading
 import time
-from typing import IO
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Protocol
 
-from specflux.agent.backend import SessionOutcome, SessionRequest
+from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
 from specflux.agent.tools import Toolbox, kill_group
+from specflux.errors import AgentError
 
-TAIL_LINES = 20
+TAIL_LINES = 20  # of stderr, quoted in the error when the agent fails
+OUTPUT_KEEP_CHARS = 1 << 20  # of stdout, parsed for usage after exit: the result comes last
+SETUP_FAILURE_S = 1.0  # a shell that cannot start the program gives up at once
+_SETUP_FAILURE = re.compile(r"not found|no such file or directory|permission denied", re.IGNORECASE)
+
+# Words that make the shell, not a program, the first thing to run: too shell-ish to judge.
+_SHELL_WORDS = frozenset(
+    "! [[ ]] { } case coproc do done elif else esac fi for function if in select then time until while "
+    ". : [ alias bg break builtin cd command continue declare eval exec exit export false fg getopts hash "
+    "jobs kill let local printf pwd read readonly return set shift source test times trap true type "
+    "typeset ulimit umask unalias unset wait".split()
+)
+_SHELL_META = re.compile(r"[$`;&|<>(){}*?\[\]#\\]")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 
 
-def _pump(source: IO[bytes], sink: IO[str] | None, tail: collections.deque[str]) -> None:
-    """Copy `source` line by line to `sink` (the user's terminal), keeping the last lines."""
+class _Keeper(Protocol):
+    def append(self, line: str) -> None: ...
+
+
+class OutputTail:
+    """The last `limit` characters of a stream, whole lines where they fit; for parsing after exit."""
+
+    def __init__(self, limit: int = OUTPUT_KEEP_CHARS):
+        self.limit = limit
+        self.lines: collections.deque[str] = collections.deque()
+        self.size = 0
+
+    def append(self, line: str) -> None:
+        self.lines.append(line)
+        self.size += len(line)
+        while self.size > self.limit and len(self.lines) > 1:
+            self.size -= len(self.lines.popleft())
+        if self.size > self.limit:  # one line longer than the limit: keep its end
+            self.lines[0] = self.lines[0][-self.limit:]
+            self.size = len(self.lines[0])
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper) -> None:
+    """Copy `source` line by line to `sink` (the user's terminal), keeping what `keep` keeps."""
     for raw in iter(source.readline, b""):
         line = raw.decode("utf-8", errors="replace")
-        tail.append(line)
+        keep.append(line)
         if sink is not None:
             sink.write(line)
             sink.flush()
@@ -40,6 +89,114 @@ def _feed(sink: IO[bytes], data: bytes) -> None:
         sink.close()
 
 
+# --------------------------------------------------------------------- usage from JSON output
+
+
+def parse_usage(output: str) -> tuple[Usage, int] | None:
+    """Tokens and turns from an agent CLI's JSON output, or None when it printed none.
+
+    The last report wins: Claude Code's `{"type": "result", "usage": {...}, "num_turns": N}` (the
+    only object of `--output-format json`, the last line of `stream-json`), or Codex's
+    `{"type": "turn.completed", "usage": {...}}`, whose usage is the thread's running total.
+    """
+    for event in _json_objects_last_first(output):
+        usage = event.get("usage")
+        if not isinstance(usage, dict):
+            continue
+        if event.get("type") == "result":
+            return _claude_usage(usage), _count(event.get("num_turns")) or 1
+        if event.get("type") == "turn.completed":
+            return _codex_usage(usage), 1
+    return None
+
+
+def _claude_usage(usage: dict[str, Any]) -> Usage:
+    """Claude Code reports the Messages API's own fields: cached input apart from `input_tokens`."""
+    return Usage(**{name: _count(usage.get(name)) for name in Usage.__dataclass_fields__})
+
+
+def _codex_usage(usage: dict[str, Any]) -> Usage:
+    """Codex counts cached input inside `input_tokens` (OpenAI's way); `Usage` keeps them apart."""
+    cached = _count(usage.get("cached_input_tokens"))
+    return Usage(input_tokens=max(_count(usage.get("input_tokens")) - cached, 0),
+                 output_tokens=_count(usage.get("output_tokens")), cache_read_input_tokens=cached)
+
+
+def _count(value: object) -> int:
+    """A token or turn count as reported, or 0 for anything that is not a positive number."""
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _json_objects_last_first(output: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects in `output`, last first: the whole of it when it is one JSON value (an
+    object, or an array of them), else each line that is one. Anything else is skipped."""
+    try:
+        whole = json.loads(output)
+    except ValueError:
+        pass
+    else:
+        items = whole if isinstance(whole, list) else [whole]
+        yield from (item for item in reversed(items) if isinstance(item, dict))
+        return
+    for line in reversed(output.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if isinstance(event, dict):
+                    yield event
+
+
+# --------------------------------------------------------------------- checking the command
+
+
+def program_of(cmd: str) -> tuple[str, dict[str, str]] | None:
+    """The program a shell command line starts, with the variables it assigns first; None when
+    the line is too shell-ish to tell (a keyword or builtin, an expansion, a redirection first)."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:  # unbalanced quotes: let the shell say what it thinks
+        return None
+    assigned: dict[str, str] = {}
+    for word in words:
+        assignment = _ASSIGNMENT.fullmatch(word)
+        if assignment:
+            if _SHELL_META.search(word) or assignment.group(1) == "PATH":
+                return None
+            assigned[assignment.group(1)] = assignment.group(2)
+            continue
+        if word in _SHELL_WORDS or _SHELL_META.search(word):
+            return None
+        return os.path.expanduser(word), assigned
+    return None
+
+
+def _missing_program(program: str, root: Path, path_var: str | None) -> str | None:
+    """Why `program` cannot be started, or None when it can."""
+    if "/" not in program:
+        if shutil.which(program, path=path_var) is None:
+            return f"the agent command `{program}` was not found on PATH: install it, or give its full path in --cmd"
+        return None
+    path = root / program  # an absolute `program` stays itself
+    if not path.exists():
+        return f"the agent command `{program}` does not exist (looked for {path}): fix the path in --cmd"
+    if path.is_dir():
+        return f"the agent command `{program}` is a folder, not a program: fix the path in --cmd"
+    if not os.access(path, os.X_OK):
+        return (f"the agent command `{program}` is not executable: `chmod +x {program}`, or run it through "
+                f"its interpreter (`--cmd \"python3 {program} ...\"`)")
+    return None
+
+
+def _setup_failure(code: int, seconds: float, stderr: str) -> bool:
+    """Whether the shell could not start the program at all: 127 (not found) or 126 (not
+    executable) at once, with the shell's own complaint."""
+    return code in (126, 127) and seconds < SETUP_FAILURE_S and bool(_SETUP_FAILURE.search(stderr))
+
+
+# --------------------------------------------------------------------- the backend
+
+
 class CommandBackend:
     """Runs `cmd` (a shell command line) as one agent session."""
 
@@ -50,6 +207,24 @@ class CommandBackend:
         self.env = dict(env or {})
         self.stream = stream
 
+    def preflight(self, root: Path | None = None) -> None:
+        """Raise AgentError when the agent CLI plainly cannot start, before the session changes anything.
+
+        Only a plain first word is judged (a program name looked up on PATH, or a path relative to
+        `root`, by default SPECFLUX_ROOT from the backend's environment); a command line that is
+        too shell-ish to judge is let through, and a start that fails anyway is marked as a setup
+        error by `run`.
+        """
+        found = program_of(self.cmd)
+        if found is None:
+            return
+        program, assigned = found
+        env = {**os.environ, **self.env, **assigned}
+        root = Path(root or self.env.get("SPECFLUX_ROOT") or os.getcwd())
+        problem = _missing_program(program, root, env.get("PATH", os.defpath))
+        if problem:
+            raise AgentError(problem)
+
     def run(self, request: SessionRequest, toolbox: Toolbox, env: dict[str, str] | None = None) -> SessionOutcome:
         started = time.monotonic()
 
@@ -59,12 +234,12 @@ class CommandBackend:
         full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.env, **(env or {})}
         proc = subprocess.Popen(self.cmd, shell=True, cwd=toolbox.root, env=full_env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        out_tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        out = OutputTail()
         err_tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         threads = [
             threading.Thread(target=_feed, args=(proc.stdin, f"{request.system}\n\n{request.context}".encode()),
                              daemon=True),
-            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, out_tail),
+            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, out),
                              daemon=True),
             threading.Thread(target=_pump, args=(proc.stderr, sys.stderr if self.stream else None, err_tail),
                              daemon=True),
@@ -83,10 +258,24 @@ class CommandBackend:
             proc.wait()
             return SessionOutcome(stop="interrupted", error="interrupted by the user", turns=1,
                                   duration_ms=elapsed())
+        exited_ms = elapsed()
         for thread in threads:
             thread.join(timeout=5)
-        if code == 0:
-            return SessionOutcome(stop="end_turn", turns=1, duration_ms=elapsed())
-        tail = "".join(err_tail).strip()
-        return SessionOutcome(stop="error", error=f"the agent command exited with {code}"
-                              + (f":\n{tail}" if tail else ""), turns=1, duration_ms=elapsed())
+        outcome = SessionOutcome(stop="end_turn", turns=1, duration_ms=elapsed())
+        reported = parse_usage(out.text())
+        if reported is not None:
+            outcome.usage, outcome.turns = reported
+        if code != 0:
+            self._failed(outcome, code, "".join(err_tail).strip(), exited_ms / 1000)
+        return outcome
+
+    @staticmethod
+    def _failed(outcome: SessionOutcome, code: int, stderr: str, seconds: float) -> None:
+        """Mark `outcome` as an error, quoting the agent's last stderr lines."""
+        outcome.stop = "error"
+        outcome.setup_error = _setup_failure(code, seconds, stderr)
+        if outcome.setup_error:
+            what = f"the agent command could not start (exit {code}; a setup error: check --cmd)"
+        else:
+            what = f"the agent command exited with {code}"
+        outcome.error = what + (f":\n{stderr}" if stderr else "")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ..chain import upstream_of, wire_into
 from ..document import TaskDocument
@@ -61,6 +61,68 @@ first and leave it better than you found it. All paths are relative to the repos
 
 {RULES}"""
 
+# The same protocol for an agent CLI (Claude Code, Codex, ...): it has its own tools under its own
+# names, so it reads and edits the task file itself, or hands over through the `specflux` commands.
+COMMAND_PROTOCOL = """\
+## Session Protocol
+
+### Phase 1: Orientation
+1. Read the task-state file (path below, also in $SPECFLUX_TASK_FILE; the task id is in
+   $SPECFLUX_TASK_ID); its current content is below too
+2. Run `git status` to check the state of the repository
+3. Review the acceptance criteria - find unchecked items
+
+### Phase 2: Implementation
+4. Pick ONE unchecked criterion to work on
+5. Read relevant source files first
+6. Implement directly with your own editing tools - don't just suggest
+7. Write tests to verify it works, and run them
+
+### Phase 3: Handoff, in the task-state file
+8. Tick each criterion you verified: `- [ ]` becomes `- [x]`
+   (or run `specflux check $SPECFLUX_TASK_ID N`)
+9. Append your session at the end of `## 3. Progress Log`, numbered as given below:
+
+   ### Session N - YYYY-MM-DD HH:MM
+   **Did:**
+   - one bullet per item
+
+   **Issues:** problems met, or None
+
+   **Next:** what the next session should do
+
+   (or run `specflux session $SPECFLUX_TASK_ID --did "..." --issues "..." --next "..." --no-commit`,
+   one --did per bullet)
+10. If all criteria are ticked, replace the placeholder of `## 4. Chain Output` with
+    `### Summary` (what was built) and `### For Downstream Tasks` (the API contracts and
+    integration notes dependent tasks need)
+    (or run `specflux complete $SPECFLUX_TASK_ID --summary "..." --downstream "..." --no-commit`)"""
+
+COMMAND_RULES = """\
+## Rules
+
+DO NOT suggest changes. IMPLEMENT them.
+DO NOT add features beyond acceptance criteria.
+DO NOT create abstractions for single-use code.
+DO NOT assume file contents - read first.
+DO NOT commit: specflux checks the task-state file and commits everything after the session.
+DO NOT edit other tasks' files, or your task file's metadata block, except through `specflux` commands.
+
+DO check off criteria only after testing.
+DO write your progress-log entry before ending the session.
+DO keep solutions simple and direct."""
+
+COMMAND_SYSTEM = f"""\
+You are a coding agent working on one task of a larger project, for one session. Your memory
+does not carry over between sessions: the task-state file is the only hand-over, so read it
+first and leave it better than you found it. You work in the repository root, with your own tools.
+
+{COMMAND_PROTOCOL}
+
+{COMMAND_RULES}"""
+
+ContextForm = Literal["tools", "command"]
+
 _MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 
 
@@ -80,7 +142,12 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 3.5)
 
 
-def build_context(manager: "TaskStateManager", task_id: str) -> SessionContext:
+def build_context(manager: "TaskStateManager", task_id: str, form: ContextForm = "tools") -> SessionContext:
+    """The context of a session on `task_id`. `form` is "tools" for an agent driven through this
+    package's tools (`read_file`, `check_criterion`, `end_session`...), "command" for an agent CLI
+    that edits the task file itself."""
+    if form not in ("tools", "command"):
+        raise ValueError(f"unknown context form {form!r}")
     doc = manager.load(task_id)
     ws = manager.ws
     rel = ws.relative(manager.path(task_id))
@@ -98,20 +165,28 @@ def build_context(manager: "TaskStateManager", task_id: str) -> SessionContext:
         if "://" not in target and not target.startswith("#"):
             links.append((_repo_path(ws, manager.path(task_id), target), label))
 
+    if form == "tools":
+        intro = [f"The task-state file is `{rel}`. Its current content, with chain inputs from upstream",
+                 "tasks embedded, is below between the markers."]
+        reading, system = "Read these with read_file only when you need them:", SYSTEM
+    else:
+        intro = [f"The task-state file is `{rel}`; this is session {fresh.last_session_number + 1}. Its current",
+                 "content, with chain inputs from upstream tasks embedded, is below between the markers",
+                 "(the file on disk may lack those inputs: leave them to specflux)."]
+        reading, system = "Read these only when you need them:", COMMAND_SYSTEM
     lines = [
         f"# Session on task #{task_id}: {fresh.title[1]}",
         "",
-        f"The task-state file is `{rel}`. Its current content, with chain inputs from upstream",
-        "tasks embedded, is below between the markers.",
+        *intro,
         "",
         "<task-state>",
         text.rstrip("\r\n"),
         "</task-state>",
     ]
     if links:
-        lines += ["", "Read these with read_file only when you need them:"]
+        lines += ["", reading]
         lines += [f"- `{path}`: {what}" for path, what in links]
-    return SessionContext(SYSTEM, "\n".join(lines), [p for p, _ in links])
+    return SessionContext(system, "\n".join(lines), [p for p, _ in links])
 
 
 def _archived_range(doc: TaskDocument) -> str:
