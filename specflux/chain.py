@@ -65,6 +65,10 @@ class Graph:
             deps[row.id], status[row.id], titles[row.id] = row.dependencies, row.status, row.title
         return cls(deps, status, titles, broken)
 
+    def dependents(self, task_id: str) -> list[str]:
+        """The tasks that depend on `task_id`, in id order."""
+        return [t for t in sorted(self.deps, key=natural_key) if task_id in self.deps[t]]
+
     def path_between(self, start: str, goal: str) -> list[str]:
         """A chain `start -> ... -> goal` following dependencies, or [] when there is none."""
         seen: set[str] = set()
@@ -218,8 +222,7 @@ def anchor(doc: TaskDocument, key: str) -> str:
 
 
 def dependents(manager: "TaskStateManager", task_id: str) -> list[str]:
-    graph = Graph.load(manager)
-    return [t for t in sorted(graph.deps, key=natural_key) if task_id in graph.deps[t]]
+    return Graph.load(manager).dependents(task_id)
 
 
 def _owned_span(doc: TaskDocument, region: Region) -> tuple[int, int, tuple[int, int] | None]:

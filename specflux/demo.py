@@ -217,7 +217,11 @@ def run_demo(target: Path | None = None, say: Callable[[str], None] = print) -> 
     from .chain import Graph
     from .views import list_table
 
-    root = (target or Path(tempfile.mkdtemp(prefix="specflux-demo-"))).resolve()
+    from .workspace import check_folder
+
+    root = check_folder((target or Path(tempfile.mkdtemp(prefix="specflux-demo-"))).resolve())
+    if root.exists() and any(root.iterdir()):
+        raise UsageError(f"{root} is not empty: give the demo a new folder")
     say(f"specflux demo in {root}\n")
     manager = prepare(root)
     say("Created a git repository with three dependent tasks: #1 -> #2 -> #3.")

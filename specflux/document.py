@@ -253,8 +253,11 @@ class TaskDocument:
             raise self.error(f"metadata is not valid JSON: {e.msg} (column {column})", at) from None
         except RecursionError:
             raise self.error("metadata nests too deeply to read (keep it to a few levels)", fence.body) from None
-        except ValueError as e:  # an integer past Python's digit limit
-            raise self.error(f"metadata holds a number too long to read ({e}); shorten it or quote it", fence.body) from None
+        except ValueError:  # an integer past Python's digit limit (4300 by default)
+            long = re.search(r"\d{4000,}", source)
+            at = fence.body + (long.start() if long else 0)
+            digits = f"a number of {len(long.group())} digits" if long else "a number"
+            raise self.error(f"metadata holds {digits}, too long to read; shorten it or write it as a string", at) from None
         if not isinstance(data, dict):
             raise self.error("metadata must be a JSON object", fence.body)
         self._check_metadata(data)

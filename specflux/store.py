@@ -139,6 +139,8 @@ class TaskStateManager:
         try:
             with open(os.path.join(self.ws.root, rel), "rb") as f:
                 data = f.read()
+        except IsADirectoryError:
+            return TaskSummary(task_id, rel, 0, error=SpecfluxError("is a folder, not a task file; move it away", rel))
         except OSError as e:  # unreadable, or removed while listing
             return TaskSummary(task_id, rel, 0, error=SpecfluxError(f"cannot read: {e.strerror}", rel))
         row = TaskSummary(task_id, rel, len(data))
@@ -340,10 +342,14 @@ class TaskStateManager:
         task_id = check_id(task_id)
         if not summary.strip():
             raise UsageError("a chain output needs a summary (--summary)")
-        from .chain import dependents as find_dependents, upstream_from, wire_dependents
+        from .chain import Graph, upstream_from, wire_dependents
 
-        dependents = find_dependents(self, task_id)
+        graph = Graph.load(self)
+        dependents = graph.dependents(task_id)
         outcome = Outcome(task_id, status="complete")
+        for error in graph.broken:
+            outcome.notices.append(f"{error.path}: could not be read, so it was not wired (if it depends on "
+                                   f"task {task_id}, fix it and run `specflux wire {task_id}`): {error.message}")
         with self.changing([task_id, *dependents], outcome) as pending:
             doc = self.load(task_id)
             edits = doc.chain_output_edits(summary, downstream)

@@ -20,6 +20,16 @@ GITIGNORE = (
 )
 
 
+def check_folder(path: Path) -> Path:
+    """`path` if it is a folder or can become one; a UsageError naming what is in the way."""
+    for part in (path, *path.parents):
+        if part.exists() or part.is_symlink():
+            if not part.is_dir():
+                raise UsageError(f"{part} is a file, not a folder: give a new or existing folder")
+            break
+    return path
+
+
 def check_id(task_id: str) -> str:
     task_id = str(task_id).lstrip("#")
     if not ID_PATTERN.fullmatch(task_id):
@@ -104,13 +114,20 @@ class Workspace:
     @classmethod
     def init(cls, root: Path) -> tuple["Workspace", bool]:
         """Create .specflux/ under `root`; returns the workspace and whether it was new."""
-        ws = cls(root.resolve())
+        ws = cls(check_folder(root.resolve()))
+        check_folder(ws.states_dir)
+        check_folder(ws.archives_dir)
         created = not ws.dir.exists()
-        ws.states_dir.mkdir(parents=True, exist_ok=True)
-        ws.archives_dir.mkdir(parents=True, exist_ok=True)
-        for name, text in ((".gitignore", GITIGNORE), ("config.toml", DEFAULT_CONFIG)):
-            if not (ws.dir / name).exists():
-                (ws.dir / name).write_text(text, encoding="utf-8")
+        try:
+            ws.states_dir.mkdir(parents=True, exist_ok=True)
+            ws.archives_dir.mkdir(parents=True, exist_ok=True)
+            for name, text in ((".gitignore", GITIGNORE), ("config.toml", DEFAULT_CONFIG)):
+                if not (ws.dir / name).exists():
+                    (ws.dir / name).write_text(text, encoding="utf-8")
+        except OSError as e:
+            from .files import os_error
+
+            raise os_error(e, e.filename or str(ws.dir), "create") from None
         return ws, created
 
 
