@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .errors import ParseError
 
@@ -39,6 +40,11 @@ class AgentConfig:
     max_tokens: int = 8192
     command_timeout_s: float = 120
     session_timeout_s: float = 3600
+    sandbox: str = "auto"  # what confines run_command's writes (specflux.agent.sandbox.choose)
+
+    # The values a setting may take. Repeats sandbox.SETTINGS (a test checks): importing the
+    # sandbox here would load ctypes for every command.
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"sandbox": ("auto", "off", "landlock", "bwrap", "sandbox-exec")}
 
 
 @dataclass(frozen=True)
@@ -48,18 +54,35 @@ class Config:
     commit: bool = True
 
 
-def _section(cls, data: dict[str, Any], path: Path, name: str):
+def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
     known = {f.name: f.type for f in fields(cls)}
     unknown = set(data) - set(known)
     if unknown:
-        raise ParseError(f"unknown setting(s) in [{name}]: {', '.join(sorted(unknown))}", path)
+        raise ParseError(f"unknown setting(s) in [{name}]: {', '.join(sorted(unknown))}", path,
+                         _line_of(text, name, min(unknown)))
     defaults = cls()
+    choices = getattr(cls, "choices", {})
     for key, value in data.items():
         want = type(getattr(defaults, key))
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) if want in (int, float) else isinstance(value, want)
         if not ok:
-            raise ParseError(f"[{name}] {key} must be a {want.__name__}, not {value!r}", path)
+            raise ParseError(f"[{name}] {key} must be a {want.__name__}, not {value!r}", path, _line_of(text, name, key))
+        if key in choices and value not in choices[key]:
+            raise ParseError(f"[{name}] {key} must be one of {', '.join(choices[key])}, not {value!r}", path,
+                             _line_of(text, name, key))
     return cls(**data)
+
+
+def _line_of(text: str, section: str, key: str) -> int | None:
+    """The line setting `key` in `[section]` (plain keys; None where it cannot be told)."""
+    current = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"\s*\[\s*([^\]]+?)\s*\]", line)
+        if header:
+            current = header.group(1)
+        elif current == section and re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return number
+    return None
 
 
 def load_config(path: Path) -> Config:
@@ -70,8 +93,9 @@ def load_config(path: Path) -> Config:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
+    text = path.read_text(encoding="utf-8")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None)
         raise ParseError(f"config is not valid TOML: {e}", path, line) from None
@@ -80,8 +104,8 @@ def load_config(path: Path) -> Config:
         raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
     git = data.get("git", {})
     return Config(
-        archive=_section(ArchiveConfig, data.get("archive", {}), path, "archive"),
-        agent=_section(AgentConfig, data.get("agent", {}), path, "agent"),
+        archive=_section(ArchiveConfig, data.get("archive", {}), path, "archive", text),
+        agent=_section(AgentConfig, data.get("agent", {}), path, "agent", text),
         commit=bool(git.get("commit", True)),
     )
 
@@ -101,6 +125,10 @@ max_turns = 40
 token_budget = 400000        # input + output tokens per session
 max_tokens = 8192            # per response
 command_timeout_s = 120      # run_command default timeout
+sandbox = "auto"             # run_command may write only in the repository (not .git/ or .specflux/)
+                             # and a temp folder: "auto" (bwrap, else Landlock, else sandbox-exec;
+                             # says so when none is available), "bwrap", "landlock", "sandbox-exec",
+                             # or "off" (unconfined, and no warning)
 
 [git]
 commit = true                # commit every session; --no-commit skips one

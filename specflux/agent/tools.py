@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specflux.agent.backend import Handoff, TaskHooks
 from specflux.errors import SpecfluxError
+
+if TYPE_CHECKING:  # the session runner imports the sandbox; Toolbox only calls it
+    from specflux.agent.sandbox import Sandbox
 
 SKIP_DIRS = frozenset({".git"})
 # specflux's own bookkeeping: not the project's files, and different in every checkout (a listing
@@ -128,10 +133,14 @@ class Toolbox:
     """The tools of one session, every path confined to `root`."""
 
     def __init__(self, root: Path, hooks: TaskHooks, command_timeout_s: float = 120,
-                 output_limit: int = 20_000, read_only: tuple[str, ...] = ()):
+                 output_limit: int = 20_000, read_only: tuple[str, ...] = (), sandbox: Sandbox | None = None):
         """`read_only`: repo-relative folders the agent may read but not write (the task files,
-        which it changes through check_criterion and end_session)."""
+        which it changes through check_criterion and end_session). `sandbox`: what confines
+        run_command's writes (None: nothing does); a confined command gets a private temp folder,
+        kept for the session and removed by `close()`."""
         self.root = Path(os.path.realpath(root))
+        self.sandbox = sandbox
+        self._tmp: Path | None = None
         self.read_only = tuple(Path(os.path.realpath(self.root / p)) for p in read_only)
         self.hooks = hooks
         self.command_timeout_s = command_timeout_s
@@ -277,8 +286,15 @@ class Toolbox:
     def _run_command(self, a: _Run) -> str:
         timeout = min(a.timeout_s or self.command_timeout_s, self.command_timeout_s)
         env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-        proc = subprocess.Popen(a.command, shell=True, cwd=self.root, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        command: str | list[str] = a.command
+        if self.sandbox is not None and self.sandbox.confined:
+            if self._tmp is None:
+                self._tmp = Path(tempfile.mkdtemp(prefix="specflux-run-"))
+            env.update(TMPDIR=str(self._tmp), TMP=str(self._tmp), TEMP=str(self._tmp))
+            command = self.sandbox.argv(a.command, self.root, self._tmp)
+        proc = subprocess.Popen(command, shell=isinstance(command, str), cwd=self.root, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -294,6 +310,12 @@ class Toolbox:
             proc.wait()
             raise
         return f"exit code: {proc.returncode}\n" + self._streams(out, err)
+
+    def close(self) -> None:
+        """Remove run_command's private temp folder, if one was made."""
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     def _streams(self, out: bytes | None, err: bytes | None) -> str:
         def show(data: bytes | None) -> str:
