@@ -8,6 +8,7 @@ whole path is exercised: context in, tools out, session entry, completion, chain
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sys
@@ -392,7 +393,7 @@ def test_ctrl_c_during_a_command_is_logged_and_nothing_is_lost(project, api, cap
     server = api(
         Reply(calls=[call("write_file", path="src/shout.py", content=SHOUT), call("check_criterion", index=2)],
               usage=usage(300, 30)),
-        Reply(calls=[call("run_command", command="kill -INT $PPID; sleep 20")], usage=usage(400, 40)),
+        Reply(calls=[call("run_command", command=f"kill -INT {os.getpid()}; sleep 20")], usage=usage(400, 40)),
         Reply(calls=[call("end_session", did=["never reached"], issues="", next="")]),
     )
     before = commit_count(repo)
@@ -595,22 +596,27 @@ def test_a_command_agent_following_the_protocol(project, agent, capsys):
     assert porcelain(repo) == set()
 
 
-def test_a_command_agent_that_breaks_the_task_file_commits_nothing(project, agent, capsys):
+def test_a_command_agent_that_breaks_the_task_file_never_commits_it(project, agent, capsys):
     repo = project
-    before = head(repo)
+    before = (repo / TASK).read_text()
 
     code, out, err = cli(capsys, repo, "run", "101", "--agent", "command", "--cmd", agent("break"))
 
     assert code == 1
-    assert head(repo) == before
-    lines = (repo / TASK).read_text().splitlines()
-    broken = next(n for n, line in enumerate(lines, 1) if line.strip() == '"status": "in_progress"')
     located = re.findall(r"(\S*task-101-state\.md):(\d+): ", err)
     assert located, err
     assert located[0][0].endswith(TASK)
-    assert int(located[0][1]) in (broken, broken + 1)  # the line of the missing comma, or the next one
-    assert "nothing was committed" in err
-    assert (repo / "src" / "agent_made.py").exists()  # the agent's work is left in place, uncommitted
+    assert "put it back as it was before the session" in err
+    after = (repo / TASK).read_text()
+    assert after.split("## 1. Context")[1].split("## 3. Progress Log")[0] == \
+        before.split("## 1. Context")[1].split("## 3. Progress Log")[0]
+    assert cli(capsys, repo, "lint")[0] == 0, "the broken edit is gone: the file is as before, plus the session entry"
+    state = show(capsys, repo, "101")
+    assert "without a hand-off" in state["sessions"][-1]["did"][0]
+    assert "broken" in state["sessions"][-1]["issues"]
+    committed = git(repo, "show", "HEAD:" + TASK)
+    assert committed == after, "what is committed is the repaired file, never the broken one"
+    assert "src/agent_made.py" in committed_files(repo)  # the agent's own work is in the session commit
 
 
 def test_a_command_agent_that_writes_no_session_entry_gets_one(project, agent, capsys):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..document import TaskDocument, format_usage
 from ..errors import AgentError, SpecfluxError, UsageError
+from ..files import deferred_interrupts
 from ..model import SessionInput
 from ..render import now_stamp
 from ..store import commit_subject
@@ -40,6 +41,7 @@ class SessionReport:
     outcome: SessionOutcome | None = None
     notices: list[str] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
+    restored: bool = False  # the agent broke or deleted its own task file, which was put back
 
     @property
     def ok(self) -> bool:
@@ -81,17 +83,41 @@ def run_session(
     commit: bool = True,
     clock: Callable[[], str] = now_stamp,
     edits_task_file: bool = False,
+    say: Callable[[str], None] | None = None,
 ) -> SessionReport:
     """Run one session. `edits_task_file` is for agents that follow the protocol by editing the
-    task file themselves (agent CLIs): their file is linted before anything is committed."""
+    task file themselves (agent CLIs): they get the context written for that, and their file is
+    linted before anything is committed. `say` prints a line at once (default: stderr).
+
+    Everything that can be checked before the agent starts is (a broken task file, a backend that
+    cannot start, a git operation in progress, an unavailable sandbox): such a mistake raises
+    before any file changes. After the agent stops, every task file it broke or deleted is put
+    back as it was, the session entry is written, and one commit holds the session's changes and
+    none of the user's own uncommitted work.
+    """
+    say = say or (lambda line: print(f"specflux: {line}", file=sys.stderr))
     cfg = manager.ws.config.agent
     doc = manager.load(task_id)  # a broken file stops here, before anything runs
+    preflight = getattr(backend, "preflight", None)
+    if preflight is not None:
+        preflight()
     git = manager.git if commit else None
-    before = git.status_snapshot() if git else {}
+    early_notices = git.check_can_commit() if git is not None else []
+    sandbox = None
+    if not edits_task_file:
+        from .sandbox import choose
+
+        sandbox = choose(cfg.sandbox)
+        if sandbox.warning:
+            say(sandbox.warning)
+    for line in early_notices:
+        say(line)
+    baseline = git.capture() if git is not None else None
+    task_files = _task_files(manager)
     sessions_before = doc.session_count
     if doc.status == "pending":
         manager.set_status(task_id, "in_progress")
-    ctx = build_context(manager, task_id)
+    ctx = build_context(manager, task_id, form="command" if edits_task_file else "tools")
     request = SessionRequest(
         system=ctx.system,
         context=ctx.user,
@@ -103,7 +129,8 @@ def run_session(
     )
     side = TaskSide(manager, task_id)
     protected = () if edits_task_file else (manager.ws.relative(manager.ws.dir),)
-    toolbox = Toolbox(manager.ws.root, side, command_timeout_s=cfg.command_timeout_s, read_only=protected)
+    toolbox = Toolbox(manager.ws.root, side, command_timeout_s=cfg.command_timeout_s, read_only=protected,
+                      sandbox=sandbox)
     started = time.monotonic()
     try:
         outcome = backend.run(request, toolbox)
@@ -111,38 +138,123 @@ def run_session(
         outcome = SessionOutcome(stop="interrupted", error="interrupted by the user")
     except SpecfluxError as e:
         outcome = SessionOutcome(stop="error", error=str(e))
+    finally:
+        toolbox.close()
     outcome.duration_ms = outcome.duration_ms or int((time.monotonic() - started) * 1000)
     report = SessionReport(task_id, outcome.stop, error=outcome.error, outcome=outcome)
-
-    touched: list[Path] = []
-    if edits_task_file:
-        touched += _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report)
-    else:
-        handoff = side.handoff or outcome.handoff
-        usage = outcome.usage
-        line = format_usage(usage.input_tokens, usage.output_tokens,
-                            usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
-        entry = _entry(handoff, outcome, clock())
-        done = manager.append_session(task_id, entry, commit=False, usage_line=line)
-        report.session, report.status = done.session, done.status
-        report.notices += done.notices
-        report.archived += done.archived
-        touched += done.changed
-        if handoff is not None and handoff.chain_output is not None:
-            completed = manager.complete(task_id, handoff.chain_output.summary, handoff.chain_output.downstream, commit=False)
-            report.status, report.wired = "complete", completed.wired
-            touched += completed.changed
-
-    if git is not None and report.session is not None:
-        after = git.status_snapshot()
-        changed = {p for p in set(before) | set(after) if before.get(p) != after.get(p)}
-        paths = sorted({*(git.root / p for p in changed), *touched})
-        report.changed = [manager.ws.relative(p) for p in paths]
-        first = _first_did(manager, task_id, side.handoff) or f"ended: {outcome.stop}"
-        report.commit = git.commit(paths, commit_subject(task_id, report.session, first), _trailers(task_id, report, outcome))
-    elif commit and git is None and report.session is not None:
-        report.notices.append("not a git repository: specflux works, but does not commit")
+    report.notices += early_notices
+    with deferred_interrupts():  # the agent has stopped: what it did is written down in full
+        restored = _restore_broken(manager, task_files, report)
+        if sandbox is not None and not sandbox.confined and sandbox.name != "off":
+            report.notices.append(sandbox.describe())
+        touched: list[Path] = list(restored)
+        if edits_task_file:
+            touched += _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report)
+        else:
+            touched += _record(manager, task_id, side, outcome, clock, report, sandbox)
+        if git is not None and report.session is not None:
+            _commit(manager, git, baseline, task_id, side, outcome, report)
+        elif commit and git is None and report.session is not None:
+            report.notices.append("not a git repository: specflux works, but does not commit")
     return report
+
+
+def _record(manager, task_id, side, outcome, clock, report, sandbox) -> list[Path]:
+    """The session entry (and the completion, when the agent handed over a chain output) of a
+    session whose agent changed the task through its tools."""
+    handoff = side.handoff or outcome.handoff
+    usage = outcome.usage
+    line = format_usage(usage.input_tokens, usage.output_tokens,
+                        usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
+    entry = _entry(handoff, outcome, clock())
+    if sandbox is not None and sandbox.warning:
+        entry.issues = f"{entry.issues}\n\n{sandbox.warning}".strip() if entry.issues else sandbox.warning
+    done = manager.append_session(task_id, entry, commit=False, usage_line=line)
+    report.session, report.status = done.session, done.status
+    report.notices += done.notices
+    report.archived += done.archived
+    touched = list(done.changed)
+    if handoff is not None and handoff.chain_output is not None:
+        completed = manager.complete(task_id, handoff.chain_output.summary,
+                                     handoff.chain_output.downstream or None, commit=False)
+        report.status, report.wired = "complete", completed.wired
+        report.notices += completed.notices
+        touched += completed.changed
+    return touched
+
+
+def _commit(manager, git, baseline, task_id, side, outcome, report) -> None:
+    """One commit with what the session changed, leaving the user's own uncommitted work alone."""
+    first = _first_did(manager, task_id, side.handoff) or f"ended: {outcome.stop}"
+    done = git.commit_session(baseline, None, commit_subject(task_id, report.session, first),
+                              _trailers(task_id, report, outcome))
+    report.commit = done.sha
+    report.changed = list(done.paths)
+    report.notices += done.notes
+
+
+def _task_files(manager) -> dict[Path, bytes]:
+    """Every task file's bytes before a session, to put back any the session breaks."""
+    out = {}
+    for task_id in manager.ws.task_ids():
+        path = manager.ws.task_path(task_id)
+        try:
+            out[path] = path.read_bytes()
+        except OSError:
+            continue  # unreadable (a folder, no permission): nothing to put back
+    return out
+
+
+def _restore_broken(manager, before: dict[Path, bytes], report: "SessionReport") -> list[Path]:
+    """Put back every task file the session deleted or left unreadable (and remove any new one
+    that cannot be read), saying so; returns the paths put back."""
+    from ..files import atomic_write
+    from ..lint import lint_document
+    from ..workspace import STATE_FILE
+
+    now = {manager.ws.task_path(t) for t in manager.ws.task_ids()}
+    restored = []
+    for path in sorted(set(before) | now):
+        rel = manager.ws.relative(path)
+        old = before.get(path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = None
+        except OSError:
+            continue
+        if data == old:
+            continue
+        problems = ["the session deleted it"] if data is None else _problems(manager, path, data, lint_document)
+        if not problems:
+            continue
+        if old is None:
+            path.unlink(missing_ok=True)
+            report.notices.append(f"{rel}: the session left a new task file that cannot be read; removed it: {problems[0]}")
+        else:
+            atomic_write(path, old.decode("utf-8"))
+            report.notices.append(f"{rel}: the session broke this task file ({problems[0]}); put it back as it "
+                                  "was before the session, and left it out of the commit")
+        m = STATE_FILE.fullmatch(path.name)
+        if m and m.group(1) == report.task_id:
+            report.restored = True
+        restored.append(path)
+    return restored
+
+
+def _problems(manager, path: Path, data: bytes, lint_document) -> list[str]:
+    """Why a task file cannot be used (the errors lint finds in it), or []."""
+    from ..files import decode
+    from ..workspace import STATE_FILE
+
+    rel = manager.ws.relative(path)
+    try:
+        doc = TaskDocument(decode(data, rel), rel)
+    except SpecfluxError as e:
+        return [str(e)]
+    m = STATE_FILE.fullmatch(path.name)
+    return [str(p) for p in lint_document(doc, m.group(1) if m else None, manager.ws.config.archive)
+            if p.severity == "error" and "total_sessions" not in p.message]
 
 
 def _first_did(manager, task_id: str, handoff: Handoff | None) -> str | None:
@@ -186,18 +298,16 @@ def _trailers(task_id: str, report: SessionReport, outcome: SessionOutcome) -> d
 
 
 def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report) -> list[Path]:
-    """After an agent CLI edited the task file itself: lint it, add what it forgot, complete it."""
+    """After an agent CLI edited the task file itself (a broken one was already put back by
+    `_restore_broken`): add what it forgot, complete it."""
     from ..chain import dependents, upstream_from, wire_dependents
-    from ..files import read_text
-    from ..lint import lint_document
 
     path = manager.path(task_id)
-    doc = TaskDocument(read_text(path, manager.ws.relative(path)), manager.ws.relative(path))
-    problems = [p for p in lint_document(doc, task_id, manager.ws.config.archive)
-                if p.severity == "error" and "total_sessions" not in p.message]
-    if problems:
-        report.stop, report.error = "error", "the agent left the task file broken; nothing was committed:\n" + "\n".join(map(str, problems))
-        return []
+    doc = manager.load(task_id)
+    if report.restored:
+        report.stop = "error"
+        report.error = "the agent left the task file broken; it was put back as it was before the session"
+        outcome.error = report.error
     touched: list[Path] = []
     if doc.session_count == sessions_before:
         done = manager.append_session(task_id, _entry(None, outcome, clock()), commit=False)
