@@ -462,6 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(safe(f"specflux: {e}" if not e.path else str(e)), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while leaving changes nothing
         print("specflux: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

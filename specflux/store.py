@@ -174,7 +174,7 @@ class TaskStateManager:
             request = pending.commit
             git = self.git if request is not None else None
             if git is not None:  # before any file is written: a rebase in progress changes nothing
-                outcome.notices += git.check_can_commit() if hasattr(git, "check_can_commit") else []  # TODO(vcs helper)
+                outcome.notices += git.check_can_commit()
             self._ensure_gitignore(pending.files)
             with deferred_interrupts():
                 outcome.changed = pending.files.apply()

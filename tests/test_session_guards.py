@@ -205,3 +205,42 @@ def test_a_sandboxed_session_cannot_write_outside_the_repo_or_into_task_files(pr
     assert (project / "src" / "inside.txt").read_text() == "ok\n"
     result = server.requests[1]["messages"][-1]["content"][0]["content"]
     assert "exit code: 1" in str(result) or "ermission" in str(result) or "Read-only" in str(result)
+
+
+# --------------------------------------------------------------------- Ctrl-C, again and again
+
+
+SLOW_AGENT = """\
+import pathlib, time
+pathlib.Path("src/partial.py").write_text("half = True\\n")
+print("working", flush=True)
+time.sleep(60)
+"""
+
+
+def test_repeated_ctrl_c_leaves_a_logged_session_and_no_traceback(project, capsys, tmp_path):
+    import os
+    import signal
+    import time
+
+    agent = script(tmp_path, "agent", SLOW_AGENT)
+    before = commit_count(project)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(project), "run", "101",
+                             "--agent", "command", "--cmd", agent],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 20
+    while not (project / "src" / "partial.py").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for _ in range(6):  # a user hammering Ctrl-C
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.03)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err
+    code, _, lint_err = cli(capsys, project, "lint")
+    assert code == 0, lint_err
+    state = show(capsys, project, "101")
+    assert "interrupted" in state["sessions"][-1]["did"][0]
+    assert commit_count(project) == before + 1
+    assert "src/partial.py" in committed_files(project)
