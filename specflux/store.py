@@ -215,7 +215,7 @@ class TaskStateManager:
         if not title.strip():
             raise UsageError("a task needs a title")
         deps = [check_id(d) for d in dependencies]
-        self.ws.states_dir.mkdir(parents=True, exist_ok=True)
+        self.ws.ensure_folder(self.ws.states_dir)
         with locked([self.ws.dir / "locks" / "new.lock"]):
             task_id = check_id(task_id) if task_id else self._next_id()
             if self.path(task_id).exists():

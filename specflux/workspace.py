@@ -64,6 +64,22 @@ class Workspace:
         """The task file's path as shown to the user: relative to the workspace root."""
         return f".specflux/task-states/task-{task_id}-state.md"
 
+    def _in_the_way(self, folder: Path) -> Exception:
+        from .files import FileSystemError
+
+        return FileSystemError("is a file where specflux keeps a folder; move it away", self.relative(folder))
+
+    def ensure_folder(self, folder: Path) -> None:
+        """Create `folder` (and its parents) or say what is in the way."""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise self._in_the_way(folder) from None
+        except OSError as e:
+            from .files import os_error
+
+            raise os_error(e, self.relative(folder), "create") from None
+
     def archive_path(self, task_id: str) -> Path:
         return self.archives_dir / f"task-{task_id}-archive.md"
 
@@ -93,6 +109,8 @@ class Workspace:
             names = os.listdir(self.states_dir)
         except FileNotFoundError:
             return []
+        except NotADirectoryError:
+            raise self._in_the_way(self.states_dir) from None
         ids = [m.group(1) for m in map(STATE_FILE.fullmatch, names) if m]
         return sorted(ids, key=natural_key)
 

@@ -422,3 +422,19 @@ def test_terminal_escapes_and_bidi_overrides_in_a_title_are_shown_escaped(ws, ca
     import json
 
     assert json.loads(data)["title"] == "Evil \x1b]0;pwned\x07 title \u202eabc", "JSON keeps the value"
+
+
+def test_task_states_or_recordings_being_a_file(ws, capsys):
+    states = ws / TASKS
+    shutil.move(states, ws / "states-aside")
+    states.write_text("")
+    try:
+        for args in (("list",), ("ready",), ("new", "More"), ("lint",)):
+            err = refused(capsys, ws, *args)
+            assert ".specflux/task-states: is a file where specflux keeps a folder; move it away" in err, args
+    finally:
+        states.unlink()
+        shutil.move(ws / "states-aside", states)
+    (ws / ".specflux" / "recordings").write_text("")
+    err = refused(capsys, ws, "run", "1")
+    assert "recordings: is a file where specflux keeps its recordings folder; move it away" in err

@@ -377,7 +377,10 @@ def backend_from_args(manager: "TaskStateManager", args) -> tuple["Backend", boo
 
 def new_recording_path(folder: Path, task_id: str) -> Path:
     """`task-<id>-<time>.jsonl`, claimed atomically so that two sessions never share a file."""
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise AgentError("is a file where specflux keeps its recordings folder; move it away", folder) from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for n in range(1, 10_000):
         path = folder / (f"task-{task_id}-{stamp}.jsonl" if n == 1 else f"task-{task_id}-{stamp}-{n}.jsonl")
