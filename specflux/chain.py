@@ -279,7 +279,12 @@ def wire_into(doc: TaskDocument, upstreams: Iterable[Upstream]) -> str:
             edits = [Edit(e.start, e.end, e.text.replace("\n", doc.newline)) for e in edits]
             if all(doc.text[e.start : e.end] == e.text for e in edits):
                 continue
-        doc = TaskDocument(apply_edits(doc.text, edits), doc.path)
+        written = TaskDocument(apply_edits(doc.text, edits), doc.path)
+        if not any(c.task_id == up.task_id for c in written.chain_inputs()):
+            at = min(e.start for e in edits)
+            raise doc.hidden_by(at) or doc.error(f"the chain input from task {up.task_id} would not be readable "
+                                                 "where it would be written", at)
+        doc = written
     return doc.text
 
 
@@ -302,7 +307,13 @@ def wire_dependents(
     wired = []
     for target in targets:
         doc = manager.load(target, changes)
-        text = wire_into(doc, [upstream])
+        try:
+            text = wire_into(doc, [upstream])
+        except SpecfluxError as e:  # another task's hand edit never blocks this one; lint names it
+            if outcome is not None:
+                outcome.notices.append(f"{e} (task {target} was not wired; `specflux wire {upstream.task_id}` "
+                                       "does it once that is fixed)")
+            continue
         if text != doc.text:
             changes.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), changes, outcome))
             wired.append(target)
@@ -330,12 +341,17 @@ def wire(manager: "TaskStateManager", task_id: str | None = None) -> tuple[list[
     sources = [task_id] if task_id else sorted(graph.deps, key=natural_key)
     targets = sorted({t for t, ds in graph.deps.items() for s in sources if s in ds}, key=natural_key)
     outcome = Outcome(task_id or "*")
+    skipped: list[str] = []
     with manager.changing([*targets, *sources], outcome) as pending:
         ups = {s: upstream_of(manager, s) for s in sources}
         for target in targets:
             doc = manager.load(target)
             wanted = [ups[d] for d in graph.deps[target] if d in ups and ups[d] is not None]
-            text = wire_into(doc, wanted)
+            try:
+                text = wire_into(doc, wanted)
+            except SpecfluxError as e:
+                skipped.append(f"{e} (task {target} was not wired)")
+                continue
             if text != doc.text:
                 pending.files.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), pending.files, outcome))
-    return [manager.ws.relative(p) for p in outcome.changed], graph.problems()
+    return [manager.ws.relative(p) for p in outcome.changed], [*skipped, *graph.problems()]

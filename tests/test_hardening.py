@@ -438,3 +438,16 @@ def test_task_states_or_recordings_being_a_file(ws, capsys):
     (ws / ".specflux" / "recordings").write_text("")
     err = refused(capsys, ws, "run", "1")
     assert "recordings: is a file where specflux keeps its recordings folder; move it away" in err
+
+
+def test_wiring_into_a_dependent_hidden_by_an_unclosed_fence_is_reported_not_claimed(ws, capsys):
+    path = task_file(ws, "2")
+    edit(path, "### Acceptance Criteria", "```\nnever closed\n\n### Acceptance Criteria")
+    line = path.read_text().splitlines().index("never closed")  # the fence is the line before
+    before = path.read_bytes()
+    code, out, err = run(capsys, ws, "complete", "1", "--summary", "Schema done", "--no-commit")
+    assert code == 0 and "wired into task 2" not in out
+    assert f"task-2-state.md:{line}: the code fence opened here is never closed" in err and "was not wired" in err
+    assert path.read_bytes() == before
+    code, out, err = run(capsys, ws, "wire", "1")
+    assert code == 1 and "task 2 was not wired" in err and path.read_bytes() == before
