@@ -235,7 +235,10 @@ def test_repeated_ctrl_c_leaves_a_logged_session_and_no_traceback(project, capsy
     for _ in range(6):  # a user hammering Ctrl-C
         proc.send_signal(signal.SIGINT)
         time.sleep(0.03)
-    out, err = proc.communicate(timeout=30)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err
     code, _, lint_err = cli(capsys, project, "lint")

@@ -197,6 +197,20 @@ def _setup_failure(code: int, seconds: float, stderr: str) -> bool:
 # --------------------------------------------------------------------- the backend
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill the agent and everything it started, and reap it; Ctrl-C cannot cut this short."""
+    import signal
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+    try:
+        kill_group(proc)
+        proc.wait()
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+
+
 class CommandBackend:
     """Runs `cmd` (a shell command line) as one agent session."""
 
@@ -249,15 +263,16 @@ class CommandBackend:
         try:
             code = proc.wait(timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
-            kill_group(proc)
-            proc.wait()
+            _stop(proc)
             return SessionOutcome(stop="error", error=f"the agent command timed out after {self.timeout_s:g}s "
                                   "and was killed", turns=1, duration_ms=elapsed())
         except KeyboardInterrupt:
-            kill_group(proc)
-            proc.wait()
+            _stop(proc)
             return SessionOutcome(stop="interrupted", error="interrupted by the user", turns=1,
                                   duration_ms=elapsed())
+        finally:  # a second Ctrl-C inside a handler above still leaves no agent running
+            if proc.poll() is None:
+                _stop(proc)
         exited_ms = elapsed()
         for thread in threads:
             thread.join(timeout=5)
