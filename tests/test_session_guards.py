@@ -229,9 +229,11 @@ def test_repeated_ctrl_c_leaves_a_logged_session_and_no_traceback(project, capsy
     proc = subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(project), "run", "101",
                              "--agent", "command", "--cmd", agent],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while not (project / "src" / "partial.py").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert (project / "src" / "partial.py").exists(), "the agent started"
+    time.sleep(0.2)  # the agent has printed and sleeps; specflux waits on it
     for _ in range(6):  # a user hammering Ctrl-C
         proc.send_signal(signal.SIGINT)
         time.sleep(0.03)

@@ -142,10 +142,38 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 3.5)
 
 
-def build_context(manager: "TaskStateManager", task_id: str, form: ContextForm = "tools") -> SessionContext:
+REVIEW_TOOLS = """Hand in your verdict with the submit_review tool: `approved`, one `criteria_results` entry per
+acceptance criterion (`criterion`, `met`), and `issues` (`severity`: blocker, major or minor;
+`description`: what is wrong and where). Read the code (read_file, search, list_files); you may
+run the tests (run_command) but must not change any file."""
+
+REVIEW_COMMAND = """Hand in your verdict by running `specflux submit-review --json -` with this JSON on its standard
+input: {"approved": true|false, "criteria_results": [{"criterion": "...", "met": true|false}],
+"issues": [{"severity": "blocker"|"major"|"minor", "description": "..."}]}, one criteria_results
+entry per acceptance criterion. It checks the JSON and tells you what to fix. Read the code and
+run the tests if you like, but do not change any file and do not commit."""
+
+REVIEW_SYSTEM = """You are the reviewer of one task of a larger project. A coding agent says the task is done; the
+tests were run by the harness. Judge, criterion by criterion, whether the code in the repository
+meets the task's acceptance criteria. Approve only when every criterion is met and no blocker is
+left; otherwise say exactly what is missing, so that the next attempt can fix it.
+
+## Rules
+
+DO NOT change files. DO NOT approve on the agent's word: read the code.
+DO judge each acceptance criterion separately.
+DO give issues the coder can act on: file, function, what is wrong.
+
+{handin}"""
+
+
+def build_context(manager: "TaskStateManager", task_id: str, form: ContextForm = "tools",
+                  role: str = "coder", extra: str = "") -> SessionContext:
     """The context of a session on `task_id`. `form` is "tools" for an agent driven through this
     package's tools (`read_file`, `check_criterion`, `end_session`...), "command" for an agent CLI
-    that edits the task file itself."""
+    that edits the task file itself. `role` "reviewer" asks for a verdict instead of work;
+    `extra` is appended (a workflow run's account of the previous attempt, or the change to
+    review)."""
     if form not in ("tools", "command"):
         raise ValueError(f"unknown context form {form!r}")
     doc = manager.load(task_id)
@@ -174,8 +202,10 @@ def build_context(manager: "TaskStateManager", task_id: str, form: ContextForm =
                  "content, with chain inputs from upstream tasks embedded, is below between the markers",
                  "(the file on disk may lack those inputs: leave them to specflux)."]
         reading, system = "Read these only when you need them:", COMMAND_SYSTEM
+    if role == "reviewer":
+        system = REVIEW_SYSTEM.format(handin=REVIEW_TOOLS if form == "tools" else REVIEW_COMMAND)
     lines = [
-        f"# Session on task #{task_id}: {fresh.title[1]}",
+        f"# {'Review of' if role == 'reviewer' else 'Session on'} task #{task_id}: {fresh.title[1]}",
         "",
         *intro,
         "",
@@ -186,6 +216,8 @@ def build_context(manager: "TaskStateManager", task_id: str, form: ContextForm =
     if links:
         lines += ["", reading]
         lines += [f"- `{path}`: {what}" for path, what in links]
+    if extra.strip():
+        lines += ["", extra.strip()]
     return SessionContext(system, "\n".join(lines), [p for p, _ in links])
 
 

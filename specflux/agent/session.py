@@ -42,6 +42,8 @@ class SessionReport:
     notices: list[str] = field(default_factory=list)
     archived: list[str] = field(default_factory=list)
     restored: bool = False  # the agent broke or deleted its own task file, which was put back
+    handoff: Handoff | None = None  # the agent's end_session (a run decides what to do with it)
+    review: dict | None = None  # a reviewer session's verdict (submit_review), or None
 
     @property
     def ok(self) -> bool:
@@ -54,11 +56,16 @@ class TaskSide:
     def __init__(self, manager: "TaskStateManager", task_id: str):
         self.manager, self.task_id = manager, task_id
         self.handoff: Handoff | None = None
+        self.review = None
 
     def check_criterion(self, index: int) -> str:
         self.manager.set_checked(self.task_id, [index], True)
         item = self.manager.load(self.task_id).criteria_lines[index - 1]
         return f"criterion {index} checked: {item[3]}"
+
+    def submit_review(self, review) -> str:
+        self.review = review
+        return "review recorded; stop now"
 
     def end_session(self, handoff: Handoff) -> str:
         if handoff.chain_output is not None:
@@ -84,10 +91,21 @@ def run_session(
     clock: Callable[[], str] = now_stamp,
     edits_task_file: bool = False,
     say: Callable[[str], None] | None = None,
+    role: str = "coder",
+    extra_context: str = "",
+    trailers: dict[str, str] | None = None,
+    complete_on_handoff: bool = True,
+    handin: Path | None = None,
 ) -> SessionReport:
     """Run one session. `edits_task_file` is for agents that follow the protocol by editing the
     task file themselves (agent CLIs): they get the context written for that, and their file is
     linted before anything is committed. `say` prints a line at once (default: stderr).
+
+    For workflow runs: `role` "reviewer" gives the agent read-only tools and `submit_review`
+    (an agent CLI hands in through `specflux submit-review`, written to `handin`), and records
+    its verdict as the session entry; `extra_context` is appended to the context; `trailers` go
+    into the commit; `complete_on_handoff=False` leaves completing the task to the run (the
+    hand-off is in the report).
 
     Everything that can be checked before the agent starts is (a broken task file, a backend that
     cannot start, a git operation in progress, an unavailable sandbox): such a mistake raises
@@ -104,7 +122,7 @@ def run_session(
     git = manager.git if commit else None
     early_notices = git.check_can_commit() if git is not None else []
     sandbox = None
-    if not edits_task_file:
+    if not edits_task_file or role == "reviewer":
         from .sandbox import choose
 
         sandbox = choose(cfg.sandbox)
@@ -117,7 +135,8 @@ def run_session(
     sessions_before = doc.session_count
     if doc.status == "pending":
         manager.set_status(task_id, "in_progress")
-    ctx = build_context(manager, task_id, form="command" if edits_task_file else "tools")
+    ctx = build_context(manager, task_id, form="command" if edits_task_file else "tools", role=role,
+                        extra=extra_context)
     request = SessionRequest(
         system=ctx.system,
         context=ctx.user,
@@ -130,7 +149,7 @@ def run_session(
     side = TaskSide(manager, task_id)
     protected = () if edits_task_file else (manager.ws.relative(manager.ws.dir),)
     toolbox = Toolbox(manager.ws.root, side, command_timeout_s=cfg.command_timeout_s, read_only=protected,
-                      sandbox=sandbox)
+                      sandbox=sandbox, **({"role": role} if role != "coder" else {}))
     started = time.monotonic()
     try:
         outcome = backend.run(request, toolbox)
@@ -148,21 +167,75 @@ def run_session(
         if sandbox is not None and not sandbox.confined and sandbox.name != "off":
             report.notices.append(sandbox.describe())
         touched: list[Path] = list(restored)
-        if edits_task_file:
-            touched += _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report)
+        if role == "reviewer":
+            report.review = side.review or getattr(toolbox, "review", None) or _read_handin(handin)
+            touched += _record_review(manager, task_id, report, outcome, clock)
+        elif edits_task_file:
+            touched += _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report,
+                                           complete_on_handoff)
         else:
-            touched += _record(manager, task_id, side, outcome, clock, report, sandbox)
+            touched += _record(manager, task_id, side, outcome, clock, report, sandbox, complete_on_handoff)
         if git is not None and report.session is not None:
-            _commit(manager, git, baseline, task_id, side, outcome, report)
+            _commit(manager, git, baseline, task_id, side, outcome, report, trailers)
         elif commit and git is None and report.session is not None:
             report.notices.append("not a git repository: specflux works, but does not commit")
     return report
 
 
-def _record(manager, task_id, side, outcome, clock, report, sandbox) -> list[Path]:
+def _read_handin(path: Path | None) -> dict | None:
+    """The verdict an agent CLI handed in with `specflux submit-review`, if any."""
+    if path is None or not path.is_file():
+        return None
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+
+
+def _plain_review(review) -> dict:
+    """A verdict (a pydantic model from the tool, or a dict from a hand-in) as a plain dict."""
+    data = review.model_dump() if hasattr(review, "model_dump") else dict(review)
+    return {
+        "approved": bool(data.get("approved")),
+        "issues": [dict(i) for i in data.get("issues", [])],
+        "criteriaResults": [dict(c) for c in data.get("criteria_results", data.get("criteriaResults", []))],
+    }
+
+
+def _record_review(manager, task_id, report, outcome, clock) -> list[Path]:
+    """A reviewer session's entry: its verdict, criterion by criterion, and its issues."""
+    if report.review is not None:
+        report.review = _plain_review(report.review)
+        review = report.review
+        met = sum(1 for c in review["criteriaResults"] if c.get("met"))
+        verdict = "approved" if review["approved"] else "changes requested"
+        did = [f"Review: {verdict} ({met}/{len(review['criteriaResults'])} criteria met)"]
+        did += [f"{'met' if c.get('met') else 'NOT met'}: {c.get('criterion')}" for c in review["criteriaResults"]]
+        issues = "\n".join(f"- [{i.get('severity')}] {i.get('description')}" for i in review["issues"]) or "None"
+        entry = SessionInput(did=did, issues=issues, next="Accept the task." if review["approved"]
+                             else "Fix the issues above, then review again.", timestamp=clock())
+    else:
+        entry = _entry(None, outcome, clock())
+        entry.did = [f"Review ended without a verdict: {entry.did[0]}"]
+        if report.stop == "end_turn":
+            report.stop = "error"
+        report.error = report.error or "the reviewer handed in no verdict"
+    usage = outcome.usage
+    line = format_usage(usage.input_tokens, usage.output_tokens,
+                        usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
+    done = manager.append_session(task_id, entry, commit=False, usage_line=line)
+    report.session, report.status = done.session, done.status
+    report.notices += done.notices
+    return list(done.changed)
+
+
+def _record(manager, task_id, side, outcome, clock, report, sandbox, complete_on_handoff=True) -> list[Path]:
     """The session entry (and the completion, when the agent handed over a chain output) of a
     session whose agent changed the task through its tools."""
     handoff = side.handoff or outcome.handoff
+    report.handoff = handoff
     usage = outcome.usage
     line = format_usage(usage.input_tokens, usage.output_tokens,
                         usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
@@ -174,7 +247,7 @@ def _record(manager, task_id, side, outcome, clock, report, sandbox) -> list[Pat
     report.notices += done.notices
     report.archived += done.archived
     touched = list(done.changed)
-    if handoff is not None and handoff.chain_output is not None:
+    if handoff is not None and handoff.chain_output is not None and complete_on_handoff:
         completed = manager.complete(task_id, handoff.chain_output.summary,
                                      handoff.chain_output.downstream or None, commit=False)
         report.status, report.wired = "complete", completed.wired
@@ -183,11 +256,11 @@ def _record(manager, task_id, side, outcome, clock, report, sandbox) -> list[Pat
     return touched
 
 
-def _commit(manager, git, baseline, task_id, side, outcome, report) -> None:
+def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None) -> None:
     """One commit with what the session changed, leaving the user's own uncommitted work alone."""
     first = _first_did(manager, task_id, side.handoff) or f"ended: {outcome.stop}"
     done = git.commit_session(baseline, None, commit_subject(task_id, report.session, first),
-                              _trailers(task_id, report, outcome))
+                              {**_trailers(task_id, report, outcome), **(extra or {})})
     report.commit = done.sha
     report.changed = list(done.paths)
     report.notices += done.notes
@@ -297,7 +370,7 @@ def _trailers(task_id: str, report: SessionReport, outcome: SessionOutcome) -> d
     }
 
 
-def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report) -> list[Path]:
+def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report, complete=True) -> list[Path]:
     """After an agent CLI edited the task file itself (a broken one was already put back by
     `_restore_broken`): add what it forgot, complete it."""
     from ..chain import dependents, upstream_from, wire_dependents
@@ -318,8 +391,19 @@ def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, repor
         fixes["total_sessions"] = doc.session_count
         report.notices.append(f"set total_sessions to {doc.session_count} to match the progress log")
     all_checked = bool(doc.criteria_lines) and all(item[2] for item in doc.criteria_lines)
-    if all_checked and not doc.chain_output_is_placeholder and doc.status != "complete":
+    if complete and all_checked and not doc.chain_output_is_placeholder and doc.status != "complete":
         fixes["status"] = "complete"
+    if not complete:  # in a run the workflow accepts the task, not the agent
+        out = doc.chain_output()
+        if out is not None and out.summary:
+            from .backend import ChainOutputIn
+
+            last = doc.sessions()[-1] if doc.sessions() else None
+            report.handoff = Handoff(did=(last.did if last and last.did else ["(see the task file)"]),
+                                     chain_output=ChainOutputIn(summary=out.summary, downstream=out.downstream))
+        if doc.status == "complete":
+            fixes["status"] = "in_progress"
+            report.notices.append("the agent marked the task complete; in a run, the workflow decides that")
     touched += _set_metadata(manager, task_id, fixes)
     doc = manager.load(task_id)
     report.session, report.status = doc.last_session_number, doc.status

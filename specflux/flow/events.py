@@ -1,0 +1,103 @@
+"""A run's `events.jsonl`: append-only, fsynced, the source of truth of the run.
+
+One JSON object per line, each with `seq` (1, 2, ...), `at` (wall-clock ISO time, for people) and
+`type`. Appends are serialised by a lock file, so the engine and a `flow pause` from another
+terminal never interleave; each append is fsynced before it returns. A line torn by a crash
+(`kill -9` in the middle of a write) has no final newline: readers ignore it and the next append
+cuts it off first, so a crash never leaves a garbled log behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import SpecfluxError
+
+TAIL = 1 << 16  # bytes read back to find the last sequence number
+
+
+class RunError(SpecfluxError):
+    """A run that cannot be read, found or driven."""
+
+
+class EventLog:
+    def __init__(self, path: Path, shown_as: str | None = None):
+        self.path = path
+        self.shown_as = shown_as or str(path)
+        self._lock = path.with_name(path.name + ".lock")
+
+    def append(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Write one event (its `seq` and `at` filled in) durably; returns it as written."""
+        with self._locked():
+            last = self._repair_and_last_seq()
+            record = {"seq": last + 1, "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **event}
+            line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return record
+
+    def read(self, after: int = 0) -> list[dict[str, Any]]:
+        """Every complete event with `seq` > `after`, in order. A garbled line that is not the
+        torn last one is an error naming its line."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n") + 1  # a torn last line (no newline yet) is not an event
+        out = []
+        for number, raw in enumerate(data[:end].splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                event = json.loads(raw)
+            except ValueError as e:
+                raise RunError(f"not a JSON event: {e}", self.shown_as, number) from None
+            if not isinstance(event, dict) or not isinstance(event.get("seq"), int) or "type" not in event:
+                raise RunError("an event needs an integer `seq` and a `type`", self.shown_as, number)
+            if event["seq"] > after:
+                out.append(event)
+        return out
+
+    def exists(self) -> bool:
+        return self.path.is_file()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        import fcntl
+
+        fd = os.open(self._lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _repair_and_last_seq(self) -> int:
+        """Cut a torn last line off, and return the last complete event's `seq` (0 if none)."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        with open(self.path, "r+b") as f:
+            f.seek(max(0, size - TAIL))
+            tail = f.read()
+            if tail and not tail.endswith(b"\n"):
+                cut = tail.rfind(b"\n") + 1
+                f.truncate(size - len(tail) + cut)
+                os.fsync(f.fileno())
+                tail = tail[:cut]
+        for raw in reversed(tail.splitlines()):
+            try:
+                return int(json.loads(raw)["seq"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return 0

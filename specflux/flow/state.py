@@ -1,0 +1,214 @@
+"""The run state: a fold of the run's events, under the seed's own field names.
+
+`fold(events)` is pure: the same events give the same state, so `state.json` is only a cache
+(rebuilt when it is missing or behind the log) and a resumed or replayed run sees exactly what
+the crashed or recorded one saw. The field names are CONTRACT section 5's (seed 000's), so the
+seed's JSONata conditions work on it verbatim.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Iterable
+
+RUN_STATUSES = ("created", "running", "paused", "completed", "failed", "user_exit")
+FINISHED = ("completed", "failed", "user_exit")
+TOKEN_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
+
+
+def empty_metrics() -> dict[str, int]:
+    return {"tasksCompleted": 0, "tasksFailed": 0, "totalAttempts": 0, "totalReviews": 0,
+            **{k: 0 for k in TOKEN_KEYS}, "durationMs": 0}
+
+
+def task_metrics() -> dict[str, int]:
+    return {"attempts": 0, "reviews": 0, **{k: 0 for k in TOKEN_KEYS}, "durationMs": 0}
+
+
+def fold(events: Iterable[dict[str, Any]], state: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The state after `events`, starting from `state` (not changed) or from nothing."""
+    state = copy.deepcopy(state) if state is not None else {}
+    for event in events:
+        handler = _HANDLERS.get(event["type"])
+        if handler is not None:
+            handler(state, event)
+        state["lastSeq"] = event["seq"]
+        state["updatedAt"] = event.get("at")
+    return state
+
+
+def current_task(state: dict[str, Any]) -> dict[str, Any] | None:
+    tasks = state.get("tasks") or []
+    i = state.get("currentTaskIndex", 0)
+    return tasks[i] if 0 <= i < len(tasks) else None
+
+
+def task_by_id(state: dict[str, Any], task_id: str) -> dict[str, Any] | None:
+    return next((t for t in state.get("tasks", []) if t["id"] == task_id), None)
+
+
+def in_flight(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The step that was started and never finished (the engine died during it), if any."""
+    return next((s for s in state.get("openSteps", {}).values() if s["status"] == "RUNNING"), None)
+
+
+def waiting(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Steps requested and not started yet, in the order they were requested."""
+    return [s for s in state.get("openSteps", {}).values() if s["status"] == "WAITING"]
+
+
+# --------------------------------------------------------------------- one function per event
+
+
+def _created(state: dict, e: dict) -> None:
+    state.update({
+        "runId": e["runId"],
+        "status": "created",
+        "workflow": e["workflow"]["name"],
+        "workflowVersion": e["workflow"].get("version"),
+        "workflowHash": e["workflow"].get("hash"),
+        "tasks": [dict(t) for t in e["tasks"]],
+        "currentTaskIndex": 0,
+        "taskAttempts": {},
+        "currentAttempts": 0,
+        "coderOutput": None,
+        "reviewerOutput": None,
+        "validation": None,
+        "approvalOutput": None,
+        "plannerOutput": None,
+        "metrics": empty_metrics(),
+        "taskMetrics": {t["id"]: task_metrics() for t in e["tasks"]},
+        "iteration": 0,
+        "maxIterations": e.get("maxIterations"),
+        "tokenBudget": e.get("tokenBudget"),
+        "artifacts": {},
+        "openSteps": {},
+        "edgeIterations": {},
+        "baseCommit": e.get("baseCommit"),
+        "agent": e.get("agent"),
+        "createdAt": e.get("at"),
+        "controls": [],
+    })
+
+
+def _status(state: dict, e: dict) -> None:
+    state["status"] = e["status"]
+    for key in ("pausedFor", "failureReason"):
+        if e.get(key) is not None:
+            state[key] = e[key]
+        elif key in state and not (key == "failureReason" and e["status"] == "failed"):
+            del state[key]
+
+
+def _control(state: dict, e: dict) -> None:
+    state["controls"].append({"seq": e["seq"], "action": e["action"], "note": e.get("note")})
+
+
+def _control_handled(state: dict, e: dict) -> None:
+    state["controls"] = [c for c in state["controls"] if c["seq"] != e["control"]]
+
+
+def _step_requested(state: dict, e: dict) -> None:
+    state["openSteps"][e["stepId"]] = {
+        "stepId": e["stepId"], "kind": e["kind"], "status": "WAITING", "payload": e.get("payload"),
+        "taskId": e.get("taskId"), "requestedBy": e.get("decision"),
+    }
+
+
+def _step_started(state: dict, e: dict) -> None:
+    step = state["openSteps"][e["stepId"]]
+    if step["status"] == "RUNNING":  # resumed after a crash: the same step again, counted once
+        return
+    step["status"] = "RUNNING"
+    state["iteration"] += 1
+    task_id = step.get("taskId")
+    per_task = state["taskMetrics"].setdefault(task_id, task_metrics()) if task_id else None
+    if step["kind"] == "coder":
+        state["currentAttempts"] += 1
+        state["taskAttempts"][task_id] = state["taskAttempts"].get(task_id, 0) + 1
+        state["metrics"]["totalAttempts"] += 1
+        if per_task is not None:
+            per_task["attempts"] += 1
+    elif step["kind"] == "reviewer":
+        state["metrics"]["totalReviews"] += 1
+        if per_task is not None:
+            per_task["reviews"] += 1
+
+
+_OUTPUT_FIELD = {"coder": "coderOutput", "reviewer": "reviewerOutput", "validate": "validation",
+                 "approval": "approvalOutput", "planner": "plannerOutput"}
+
+
+def _step_finished(state: dict, e: dict) -> None:
+    step = state["openSteps"][e["stepId"]]
+    step["status"] = "DONE" if e.get("status", "OK") == "OK" else "FAILED"
+    step["result"] = e.get("output")
+    field = _OUTPUT_FIELD.get(step["kind"])
+    if field and e.get("status", "OK") == "OK" and e.get("output") is not None:
+        state[field] = e["output"]
+        if step["kind"] == "coder" and e.get("validation") is not None:
+            state["validation"] = e["validation"]
+    usage = e.get("usage") or {}
+    per_task = state["taskMetrics"].get(step.get("taskId")) if step.get("taskId") else None
+    for key in TOKEN_KEYS:
+        state["metrics"][key] += usage.get(key, 0)
+        if per_task is not None:
+            per_task[key] += usage.get(key, 0)
+    state["metrics"]["durationMs"] += e.get("durationMs", 0)
+    if per_task is not None:
+        per_task["durationMs"] += e.get("durationMs", 0)
+
+
+def _decision(state: dict, e: dict) -> None:
+    for action in e["decision"].get("actions", []):
+        if action["type"] == "ANNOTATE":
+            state["artifacts"][action["key"]] = action.get("value")
+    edge = e.get("edge")
+    if edge:
+        counts = state["edgeIterations"].setdefault(edge, {})
+        key = e.get("taskId") or "*"
+        counts[key] = counts.get(key, 0) + 1
+    if e["decision"].get("finalize"):
+        state["finalized"] = True
+
+
+def _task_status(state: dict, e: dict) -> None:
+    task = next((t for t in state["tasks"] if t["id"] == e["taskId"]), None)
+    if task is None:
+        return
+    before = task["status"]
+    task["status"] = e["status"]
+    if e.get("reason"):
+        task["reason"] = e["reason"]
+    for status, metric in (("complete", "tasksCompleted"), ("failed", "tasksFailed")):
+        if before != status and e["status"] == status:
+            state["metrics"][metric] += 1
+        if before == status and e["status"] != status:
+            state["metrics"][metric] -= 1
+
+
+def _task_changed(state: dict, e: dict) -> None:
+    """The queue moved on to another task: its attempt count and the coder's output start over."""
+    state["currentTaskIndex"] = e["index"]
+    state["currentAttempts"] = state["taskAttempts"].get(state["tasks"][e["index"]]["id"], 0)
+    state["coderOutput"] = None
+
+
+_HANDLERS = {
+    "run_created": _created,
+    "status": _status,
+    "control": _control,
+    "control_handled": _control_handled,
+    "step_requested": _step_requested,
+    "step_started": _step_started,
+    "step_finished": _step_finished,
+    "decision": _decision,
+    "task_status": _task_status,
+    "task_changed": _task_changed,
+}
+
+
+def public(state: dict[str, Any]) -> dict[str, Any]:
+    """The state as `flow status --json` prints it (without the engine's bookkeeping)."""
+    hidden = {"controls", "lastSeq", "finalized", "agent"}
+    return {k: v for k, v in state.items() if k not in hidden}
