@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
 from specflux.agent.recording import ClientTransport, Recorder, RecordingTransport, ReplayTransport
-from specflux.agent.tools import TOOL_SPECS, Toolbox
+from specflux.agent.tools import Toolbox
 from specflux.errors import AgentError
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 529})
@@ -152,7 +152,8 @@ class AnthropicBackend:
         self.check()
 
     def run(self, request: SessionRequest, toolbox: Toolbox) -> SessionOutcome:
-        """One session: until end_session, a reply without tool calls, a limit, an error or Ctrl-C."""
+        """One session: until the role's hand-off (end_session, submit_review, submit_tasks; the stop
+        is "end_session" for each), a reply without tool calls, a limit, an error or Ctrl-C."""
         started = time.monotonic()
         outcome = SessionOutcome(stop="error", recording=self.recorder.path if self.recorder else None)
         client = self.client_factory()
@@ -173,7 +174,7 @@ class AnthropicBackend:
         import anthropic
 
         system = [{"type": "text", "text": request.system, "cache_control": CACHE}]
-        tools = copy.deepcopy(TOOL_SPECS)
+        tools = toolbox.specs  # the role's tools; a fresh copy
         tools[-1]["cache_control"] = CACHE
         messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": request.context}]}]
         while outcome.turns < request.max_turns:
@@ -203,7 +204,7 @@ class AnthropicBackend:
                 result = toolbox.call(use.name, use.input)
                 results.append({"type": "tool_result", "tool_use_id": use.id, "content": result.content,
                                 "is_error": result.is_error})
-                if toolbox.ended is not None:
+                if toolbox.handed_in:  # end_session, submit_review or submit_tasks was accepted
                     return "end_session", None
             messages.append({"role": "user", "content": results})
             if request.token_budget is not None and outcome.usage.total > request.token_budget:

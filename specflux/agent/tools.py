@@ -3,10 +3,15 @@
 `Toolbox.call` never raises for a problem the model caused (unknown tool, bad input, a path outside
 the repo, a missing file, a refused hook call): those come back as `ToolResult(is_error=True)`
 for the model to read and correct.
+
+Each role gets its own tools (`Toolbox(role=...)`, `ROLE_SPECS`): the coder those of CONTRACT section 4
+up to `end_session`; the reviewer reads, runs commands and hands in `submit_review`; the planner
+reads and hands in `submit_tasks`. A session ends at its role's hand-in (`Toolbox.handed_in`).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -16,11 +21,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specflux.agent.backend import Handoff, TaskHooks
+from specflux.agent.handin import HandinError, Review, TaskPlan, check_review, check_tasks
 from specflux.errors import SpecfluxError
 
 if TYPE_CHECKING:  # the session runner imports the sandbox; Toolbox only calls it
@@ -63,6 +69,51 @@ TOOL_SPECS: list[dict[str, Any]] = [
           chain_output={"type": "object", "properties": {"summary": _STR, "downstream": _STR},
                         "required": ["summary"]}),
 ]
+
+_TEXT = {"type": "string", "minLength": 1}
+
+REVIEWER_SPECS: list[dict[str, Any]] = [
+    *TOOL_SPECS[:3],  # read_file, list_files, search
+    _spec("run_command", "Run a shell command in the repository root, to run the tests or inspect the "
+          "code; returns its exit code, stdout and stderr (long output is truncated). You are reviewing: "
+          "the command must not change any file.", ["command"], command=_STR, timeout_s={"type": "number"}),
+    _spec("submit_review", "Hand in your verdict and stop. `approved` only when every acceptance criterion "
+          "is met and no blocker issue is listed; give one `criteria_results` entry per criterion.",
+          ["approved", "issues", "criteria_results"],
+          approved={"type": "boolean"},
+          issues={"type": "array", "items": {
+              "type": "object", "required": ["severity", "description"],
+              "properties": {"severity": {"type": "string", "enum": ["blocker", "major", "minor"]},
+                             "description": _TEXT}}},
+          criteria_results={"type": "array", "minItems": 1, "items": {
+              "type": "object", "required": ["criterion", "met"],
+              "properties": {"criterion": _TEXT, "met": {"type": "boolean"}}}}),
+]
+
+PLANNER_SPECS: list[dict[str, Any]] = [
+    *TOOL_SPECS[:3],  # read_file, list_files, search
+    _spec("submit_tasks", "Hand in the task list and stop. Each task has a unique `key`; `dependencies` "
+          "name the keys of tasks that must be done first (no cycles); every task needs at least one "
+          "checkable acceptance criterion.", ["tasks"],
+          tasks={"type": "array", "minItems": 1, "items": {
+              "type": "object",
+              "required": ["key", "title", "requirements", "acceptance_criteria", "priority", "complexity",
+                           "dependencies"],
+              "properties": {
+                  "key": _TEXT, "title": _TEXT, "requirements": _TEXT,
+                  "acceptance_criteria": {"type": "array", "minItems": 1, "items": _TEXT},
+                  "priority": {"type": "integer", "minimum": 1, "maximum": 5},
+                  "complexity": {"type": "string", "enum": ["simple", "medium", "complex"]},
+                  "dependencies": {"type": "array", "items": _STR}}}},
+          summary={"type": "object", "required": ["totalTasks", "estimatedComplexity"], "properties": {
+              "totalTasks": {"type": "integer", "minimum": 0},
+              "byPriority": {"type": "object", "additionalProperties": {"type": "integer"}},
+              "estimatedComplexity": {"type": "string", "enum": ["hours", "days", "weeks"]}}}),
+]
+
+Role = Literal["coder", "reviewer", "planner"]
+ROLE_SPECS: dict[str, list[dict[str, Any]]] = {"coder": TOOL_SPECS, "reviewer": REVIEWER_SPECS,
+                                               "planner": PLANNER_SPECS}
 
 
 @dataclass(frozen=True)
@@ -133,11 +184,17 @@ class Toolbox:
     """The tools of one session, every path confined to `root`."""
 
     def __init__(self, root: Path, hooks: TaskHooks, command_timeout_s: float = 120,
-                 output_limit: int = 20_000, read_only: tuple[str, ...] = (), sandbox: Sandbox | None = None):
+                 output_limit: int = 20_000, read_only: tuple[str, ...] = (), sandbox: Sandbox | None = None,
+                 role: Role = "coder"):
         """`read_only`: repo-relative folders the agent may read but not write (the task files,
         which it changes through check_criterion and end_session). `sandbox`: what confines
         run_command's writes (None: nothing does); a confined command gets a private temp folder,
-        kept for the session and removed by `close()`."""
+        kept for the session and removed by `close()`. `role`: whose tools these are (`ROLE_SPECS`);
+        a reviewer's hand-in goes to `hooks.submit_review(review)` and `self.review`, a planner's to
+        `hooks.submit_tasks(plan)` and `self.tasks` (each hook only where `hooks` has it)."""
+        if role not in ROLE_SPECS:
+            raise ValueError(f"unknown role {role!r}; the roles are: {', '.join(ROLE_SPECS)}")
+        self.role = role
         self.root = Path(os.path.realpath(root))
         self.sandbox = sandbox
         self._tmp: Path | None = None
@@ -146,12 +203,27 @@ class Toolbox:
         self.command_timeout_s = command_timeout_s
         self.output_limit = output_limit
         self.ended: Handoff | None = None
-        self._tools: dict[str, tuple[type[BaseModel], Callable[[Any], str]]] = {
+        self.review: Review | None = None
+        self.tasks: TaskPlan | None = None
+        # (input model, or None where the tool checks its raw input itself; what it does)
+        every: dict[str, tuple[type[BaseModel] | None, Callable[[Any], str]]] = {
             "read_file": (_Path, self._read_file), "list_files": (_List, self._list_files),
             "search": (_Search, self._search), "write_file": (_Write, self._write_file),
             "edit_file": (_Edit, self._edit_file), "run_command": (_Run, self._run_command),
             "check_criterion": (_Index, self._check_criterion), "end_session": (Handoff, self._end_session),
+            "submit_review": (None, self._submit_review), "submit_tasks": (None, self._submit_tasks),
         }
+        self._tools = {spec["name"]: every[spec["name"]] for spec in ROLE_SPECS[role]}
+
+    @property
+    def specs(self) -> list[dict[str, Any]]:
+        """The tool specs of this role, as the API is sent them (a fresh copy, free to change)."""
+        return copy.deepcopy(ROLE_SPECS[self.role])
+
+    @property
+    def handed_in(self) -> bool:
+        """The agent has ended its session with its role's hand-off: end_session, submit_review or submit_tasks."""
+        return self.ended is not None or self.review is not None or self.tasks is not None
 
     def call(self, name: str, input: dict) -> ToolResult:  # noqa: A002 - the API's word
         """Run tool `name`; every tool-level problem comes back as an error result."""
@@ -159,8 +231,8 @@ class Toolbox:
             return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self._tools)}", True)
         model, run = self._tools[name]
         try:
-            args = model.model_validate(input if isinstance(input, dict) else {})
-            return ToolResult(run(args))
+            data = input if isinstance(input, dict) else {}
+            return ToolResult(run(data if model is None else model.model_validate(data)))
         except ValidationError as e:
             problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'input'}: {err['msg']}" for err in e.errors())
             return ToolResult(f"bad input for {name}: {problems}", True)
@@ -332,3 +404,28 @@ class Toolbox:
         message = self.hooks.end_session(handoff)
         self.ended = handoff
         return message
+
+    def _submit_review(self, data: dict) -> str:
+        review = self._checked("submit_review", check_review, data)
+        hook = getattr(self.hooks, "submit_review", None)
+        if hook is not None:
+            hook(review)
+        self.review = review
+        return "review recorded; stop now"
+
+    def _submit_tasks(self, data: dict) -> str:
+        plan = self._checked("submit_tasks", check_tasks, data)
+        hook = getattr(self.hooks, "submit_tasks", None)
+        if hook is not None:
+            hook(plan)
+        self.tasks = plan
+        count = len(plan.tasks)
+        return f"{count} task{'s' if count != 1 else ''} recorded; stop now"
+
+    def _checked(self, name: str, check: Callable[[Any], Any], data: dict) -> Any:
+        if self.handed_in:
+            raise ToolError("you have already handed in; the session is over")
+        try:
+            return check(data)
+        except HandinError as e:
+            raise ToolError(f"{name} refused: {e.message}. Correct it and call {name} again.") from None

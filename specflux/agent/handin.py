@@ -1,0 +1,287 @@
+"""Hand-ins: a reviewer's verdict and a planner's task list, checked the same way wherever they come from.
+
+An API agent hands in through the `submit_review` / `submit_tasks` tools (`Toolbox`); an agent CLI
+through `specflux submit-review --json FILE|-` / `specflux submit-tasks --json FILE|-`
+(`submit_from_cli`), which writes the checked hand-in to `$SPECFLUX_HANDIN` for the run to pick up
+(`read_handin`). Both go through `check_review` / `check_tasks`, so a hand-in is refused for the
+same reasons, in the same words, either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from specflux.errors import ParseError, SpecfluxError
+from specflux.files import atomic_write, os_error, read_text
+
+Kind = Literal["review", "tasks"]
+Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+class HandinError(SpecfluxError):
+    """A hand-in that does not fit; the message says why, in words the agent can act on."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# -- the reviewer's verdict -----------------------------------------------------------------------
+
+class Issue(_Strict):
+    severity: Literal["blocker", "major", "minor"]
+    description: Text
+
+
+class CriterionResult(_Strict):
+    criterion: Text
+    met: bool
+
+
+class Review(_Strict):
+    """The input of `submit_review`."""
+
+    approved: bool
+    issues: list[Issue] = []
+    criteria_results: list[CriterionResult]
+
+
+# -- the planner's task list ----------------------------------------------------------------------
+
+class PlannedTask(_Strict):
+    key: Text
+    title: Text
+    requirements: Text
+    acceptance_criteria: list[Text]  # at least one: checked by `check_tasks`, naming the task
+    priority: int = Field(ge=1, le=5)
+    complexity: Literal["simple", "medium", "complex"]
+    dependencies: list[Text] = []
+
+
+class PlanSummary(_Strict):
+    totalTasks: int = Field(ge=0)  # noqa: N815 - the seed's names
+    byPriority: dict[str, int] = {}  # noqa: N815
+    estimatedComplexity: Literal["hours", "days", "weeks"]  # noqa: N815
+
+
+class TaskPlan(_Strict):
+    """The input of `submit_tasks`."""
+
+    tasks: list[PlannedTask] = Field(min_length=1)
+    summary: PlanSummary | None = None
+
+
+class HandinHooks(Protocol):
+    """Optional methods of a session's hooks object (`TaskHooks`): `Toolbox` calls each one only
+    where the hooks object has it, after the hand-in passed its checks. Raise SpecfluxError to
+    refuse it (the agent reads the reason and may hand in again)."""
+
+    def submit_review(self, review: Review) -> None: ...
+
+    def submit_tasks(self, plan: TaskPlan) -> None: ...
+
+
+# -- the checks -----------------------------------------------------------------------------------
+
+def check_review(data: Any) -> Review:
+    """`data` (parsed JSON) as a Review; HandinError when it does not fit or contradicts itself."""
+    review = _validate(Review, data, "{approved, issues, criteria_results}")
+    if not review.criteria_results:
+        raise HandinError("criteria_results is empty: give one {criterion, met} for every acceptance "
+                          "criterion of the task")
+    if review.approved:
+        unmet = [r.criterion for r in review.criteria_results if not r.met]
+        blockers = [i.description for i in review.issues if i.severity == "blocker"]
+        if unmet:
+            which = _listed("criterion", "criteria", unmet)
+            raise HandinError(f"approved is true but {which} not met: approve only when every criterion is met, "
+                              "or set approved to false")
+        if blockers:
+            which = _listed("blocker issue", "blocker issues", blockers)
+            raise HandinError(f"approved is true but {which} listed: approve only without blockers, or set "
+                              "approved to false")
+    return review
+
+
+def check_tasks(data: Any) -> TaskPlan:
+    """`data` (parsed JSON) as a TaskPlan; HandinError naming the task keys when keys repeat, a task
+    has no acceptance criteria, a dependency is not a key of the list, or dependencies form a cycle."""
+    plan = _validate(TaskPlan, data, "{tasks: [...], summary?}")
+    problems: list[str] = []
+    positions: dict[str, list[int]] = {}
+    for n, task in enumerate(plan.tasks, 1):
+        positions.setdefault(task.key, []).append(n)
+    for key, where in positions.items():
+        if len(where) > 1:
+            problems.append(f'task key "{key}" is used by tasks {_and(map(str, where))}: every key must be unique')
+    for task in plan.tasks:
+        if not task.acceptance_criteria:
+            problems.append(f'task "{task.key}" has no acceptance criteria: give at least one checkable criterion')
+        for dep in task.dependencies:
+            if dep not in positions:
+                problems.append(f'task "{task.key}" depends on "{dep}", which is not a task key of this list '
+                                f"(the keys: {', '.join(positions)})")
+    cycle = _cycle({t.key: [d for d in t.dependencies if d in positions] for t in plan.tasks})
+    if cycle:
+        problems.append(f"dependencies form a cycle: {' -> '.join(cycle)}; a task cannot depend on itself, "
+                        "directly or through others")
+    if problems:
+        raise HandinError("; ".join(problems))
+    return plan
+
+
+CHECKS = {"review": check_review, "tasks": check_tasks}
+
+
+def _validate(model: type[_Strict], data: Any, shape: str) -> Any:
+    if not isinstance(data, dict):
+        raise HandinError(f"give a JSON object {shape}, not {_json_type(data)}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise HandinError("; ".join(f"{_place(err['loc'], data)}: {err['msg']}" for err in e.errors())) from None
+
+
+def _place(loc: tuple[str | int, ...], data: dict[str, Any]) -> str:
+    """`criteria_results[0].met`; a task named by its key: `task "auth" (tasks[2]).priority`."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    if len(loc) >= 2 and loc[0] == "tasks" and isinstance(loc[1], int):
+        task = data["tasks"][loc[1]]
+        if isinstance(task, dict) and isinstance(task.get("key"), str) and task["key"].strip():
+            return f'task "{task["key"].strip()}" ({text})'
+    return text or "input"
+
+
+def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    """The first dependency cycle found, as a path that returns to its start (`a, b, a`), or None."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(key: str) -> list[str] | None:
+        if key in path:
+            return [*path[path.index(key):], key]
+        if key in done:
+            return None
+        path.append(key)
+        for dep in graph.get(key, []):
+            found = visit(dep)
+            if found:
+                return found
+        path.pop()
+        done.add(key)
+        return None
+
+    for key in graph:
+        found = visit(key)
+        if found:
+            return found
+    return None
+
+
+def _listed(one: str, many: str, names: list[str]) -> str:
+    quoted = [f'"{n}"' for n in names]
+    return f"{one} {quoted[0]} is" if len(quoted) == 1 else f"{many} {_and(quoted)} are"
+
+
+def _and(items: Any) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _json_type(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+# -- agent CLIs: `specflux submit-review` / `submit-tasks` -----------------------------------------
+
+ROLES = {"review": "reviewer", "tasks": "planner"}
+COMMANDS = {"review": "specflux submit-review", "tasks": "specflux submit-tasks"}
+
+
+def submit_from_cli(kind: Kind, source: str, env: Mapping[str, str], stdin: TextIO | None = None) -> tuple[int, str]:
+    """Check the JSON at `source` (a file path, or `-` for standard input) and write it to
+    `$SPECFLUX_HANDIN` for the run; (exit code, one line to print): 0 when it was recorded,
+    1 for a file that cannot be read, bad JSON or a refused hand-in, 2 when run outside a
+    session of the right role. Handing in again replaces the earlier hand-in."""
+    command, role = COMMANDS[kind], ROLES[kind]
+    target = env.get("SPECFLUX_HANDIN", "")
+    if not target:
+        return 2, f"{command} runs inside a workflow run's {role} session (SPECFLUX_HANDIN is not set)"
+    if not os.path.isabs(target):
+        return 2, f"SPECFLUX_HANDIN must be an absolute file path, not {target!r}"
+    session_role = env.get("SPECFLUX_ROLE")
+    if session_role and session_role != role:
+        return 2, f"{command} is the {role}'s hand-in; this session's role is {session_role} (SPECFLUX_ROLE)"
+
+    shown = "<stdin>" if source == "-" else source
+    try:
+        text = (stdin or sys.stdin).read() if source == "-" else read_text(Path(source), shown)
+    except OSError as e:
+        return 1, str(os_error(e, shown, "read"))
+    except UnicodeDecodeError as e:
+        return 1, f"{shown}: not valid UTF-8 (byte {e.start})"
+    except ParseError as e:
+        return 1, str(e)
+    if not text.strip():
+        return 1, f"{shown}: empty: give the {kind} as one JSON object"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        return 1, f"{shown}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}"
+    try:
+        checked = CHECKS[kind](data)
+    except HandinError as e:
+        return 1, f"{shown}: refused: {e.message}"
+
+    try:
+        atomic_write(Path(target), _dump(kind, checked))
+    except OSError as e:
+        return 1, str(os_error(e, target))
+    if kind == "review":
+        return 0, "review recorded"
+    count = len(checked.tasks)
+    return 0, f"{count} task{'s' if count != 1 else ''} recorded"
+
+
+def _dump(kind: Kind, checked: BaseModel) -> str:
+    return json.dumps({"kind": kind, "data": checked.model_dump(mode="json")}, indent=2, ensure_ascii=False) + "\n"
+
+
+def read_handin(path: str | os.PathLike[str], kind: Kind | None = None) -> dict[str, Any] | None:
+    """What an agent CLI handed in at `path`: `{"kind": "review" | "tasks", "data": {...}}`, `data`
+    checked again (the agent could have written the file itself) and in the tools' JSON shape;
+    None when nothing was handed in. HandinError for a file that is unreadable, garbled, of
+    another kind than `kind` (when given), or whose data does not pass the checks."""
+    path = Path(path)
+    try:
+        text = read_text(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise HandinError(os_error(e, str(path), "read").message, path) from None
+    except ParseError as e:
+        raise HandinError(e.message, path, e.line) from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise HandinError(f"not valid JSON (column {e.colno}): {e.msg}", path, e.lineno) from None
+    found = record.get("kind") if isinstance(record, dict) else None
+    if found not in CHECKS:
+        raise HandinError('not a hand-in: expected {"kind": "review" or "tasks", "data": {...}}', path)
+    if kind is not None and found != kind:
+        raise HandinError(f"a {found} hand-in where a {kind} hand-in was expected", path)
+    try:
+        checked = CHECKS[found](record.get("data"))
+    except HandinError as e:
+        raise HandinError(f"refused: {e.message}", path) from None
+    return {"kind": found, "data": checked.model_dump(mode="json")}
