@@ -6,9 +6,12 @@ import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .errors import ParseError
+
+if TYPE_CHECKING:
+    from .flow.validate import ValidateConfig
 
 
 def kb(size: int) -> str:
@@ -52,6 +55,7 @@ class Config:
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     commit: bool = True
+    validate: "ValidateConfig | None" = None  # the test command of workflow runs; None: none set
 
 
 def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
@@ -99,7 +103,7 @@ def load_config(path: Path) -> Config:
     except tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None)
         raise ParseError(f"config is not valid TOML: {e}", path, line) from None
-    unknown = set(data) - {"archive", "agent", "git"}
+    unknown = set(data) - {"archive", "agent", "git", "validate"}
     if unknown:
         raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
     git = data.get("git", {})
@@ -107,7 +111,18 @@ def load_config(path: Path) -> Config:
         archive=_section(ArchiveConfig, data.get("archive", {}), path, "archive", text),
         agent=_section(AgentConfig, data.get("agent", {}), path, "agent", text),
         commit=bool(git.get("commit", True)),
+        validate=_validate_section(data.get("validate"), path, text),
     )
+
+
+def _validate_section(data: Any, path: Path, text: str) -> "ValidateConfig | None":
+    """`[validate]`, read by the flow package; imported only when present, so that commands on a
+    workspace without one (`list`, `show`) load nothing of workflow runs."""
+    if data is None:
+        return None
+    from .flow.validate import load_validate_config
+
+    return load_validate_config(data, path, text)
 
 
 DEFAULT_CONFIG = """\
@@ -132,4 +147,12 @@ sandbox = "auto"             # run_command may write only in the repository (not
 
 [git]
 commit = true                # commit every session; --no-commit skips one
+
+# The test command workflow runs (`specflux flow`) run after the coder: its exit code and report,
+# not the agent's word, say whether the tests pass. Without it the coder's own claim stands.
+# [validate]
+# command = "python -m pytest -q --junitxml=.specflux-junit.xml"  # run in the repository root
+# junit_xml = ".specflux-junit.xml"   # optional: failed tests and pass rate come from it
+# coverage_json = "coverage.json"     # optional: coverage from `coverage json` output
+# timeout_s = 900                     # the command and its children are killed after this
 """
