@@ -7,6 +7,7 @@ noisy neighbour slows both sides alike. Report ratios measured in the same run, 
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import statistics
@@ -30,6 +31,55 @@ PEERS = {
 }
 
 
+# An installed package runs from bytecode (pip compiles it), but a checkout run with
+# PYTHONDONTWRITEBYTECODE=1 (as some sandboxes and CI images set) recompiles every specflux module
+# in every process: ~10 ms of `show` is then the compiler. The commands under test (and the floors:
+# both sides alike) therefore run with bytecode cached in a temporary PYTHONPYCACHEPREFIX, which
+# leaves the checkout untouched. SPECFLUX_BENCH_BYTECODE=0 measures the environment as it is.
+BYTECODE = os.environ.get("SPECFLUX_BENCH_BYTECODE", "1") != "0"
+_PYCACHE: str | None = None
+
+
+def bench_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the processes under test run in (see BYTECODE)."""
+    global _PYCACHE
+    out = dict(os.environ if env is None else env)
+    if BYTECODE:
+        if _PYCACHE is None:
+            _PYCACHE = tempfile.mkdtemp(prefix="specflux-bench-pycache-")
+            atexit.register(shutil.rmtree, _PYCACHE, True)
+        out.pop("PYTHONDONTWRITEBYTECODE", None)
+        out["PYTHONPYCACHEPREFIX"] = _PYCACHE
+    return out
+
+
+def warm_bytecode() -> None:
+    """Compile what the commands import (at start-up and on first use) before anything is timed:
+    run each everyday command once in a throw-away workspace."""
+    if not BYTECODE:
+        return
+    folder = tempfile.mkdtemp(prefix="specflux-bench-warm-")
+    try:
+        sf = specflux_argv()
+        run([PYTHON, "-c", "import specflux.cli, specflux.store, specflux.views, specflux.model, specflux.chain, "
+             "specflux.agent.context, specflux.summary_cache, specflux.lint, specflux.archive, json, tempfile"], check=False)
+        run([*sf, "--help"], check=False)
+        run([*sf, "init", folder], check=False)
+        run([*sf, "--root", folder, "new", "warm-up", "--ac", "one"], check=False)
+        for args in (["list"], ["list", "--json"], ["show", "1"], ["show", "1", "--json"], ["check", "1", "1"],
+                     ["session", "1", "--did", "x", "--no-commit"], ["context", "1"], ["lint"], ["ready"]):
+            run([*sf, "--root", folder, *args], check=False)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def bytecode_note() -> str:
+    if not BYTECODE:
+        return "bytecode: as the environment has it" + (" (PYTHONDONTWRITEBYTECODE=1: specflux is compiled in every process)"
+                                                         if os.environ.get("PYTHONDONTWRITEBYTECODE") else "")
+    return "bytecode: cached (temporary PYTHONPYCACHEPREFIX), as for an installed package"
+
+
 def specflux_argv() -> list[str]:
     """The installed `specflux` console script next to this interpreter (else `python -m`)."""
     script = Path(PYTHON).parent / "specflux"
@@ -45,7 +95,7 @@ def run(argv: Sequence[str], *, cwd=None, env=None, check: bool = True, capture:
     done = subprocess.run(
         list(argv),
         cwd=cwd,
-        env=env,
+        env=bench_env(env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -129,4 +179,5 @@ def machine() -> str:
 
 def header(title: str, quick: bool) -> None:
     print(f"## {title}{' (--quick)' if quick else ''}\n")
-    print(f"{machine()}; specflux: `{' '.join(specflux_argv())}`\n")
+    print(f"{machine()}; specflux: `{' '.join(specflux_argv())}`; {bytecode_note()}\n")
+    warm_bytecode()

@@ -2,11 +2,13 @@
 """Which modules each everyday command imports, and what the imports cost.
 
 Every command runs in a fresh `python -X importtime` process that calls `specflux.cli.main(argv)`
-(as the console script does) and then reports `sys.modules`. `list`, `show` and `check` must not
-import the agent stack or libraries they do not use: anthropic, httpx2 (and httpx), git (GitPython)
-or mistune. pydantic, typer, rich, yaml and frontmatter are reported for information.
+(as the console script does) and then reports `sys.modules`. `list` and the one-task commands
+(`show`, `check`, `uncheck`, `session --no-commit`, `context`) must not import what they do not
+use: pydantic, the agent stack (anthropic, httpx2, httpx), git (GitPython) or mistune. typer, rich,
+yaml, frontmatter, tomllib and a few more are reported for information.
 
 Exit status 1 when a forbidden module is imported (assert-ish), so CI can run it.
+(tests/test_imports.py checks the same without the timings.)
 
 Usage: python bench/bench_imports.py [--quick] [--top 12]
 """
@@ -22,11 +24,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import PYTHON, compare, fmt_ms, header, make_workspace, md, md_table, run, specflux_argv  # noqa: E402
+from _common import PYTHON, bench_env, compare, fmt_ms, header, make_workspace, md, md_table, run, specflux_argv  # noqa: E402
 
-FORBIDDEN = ("anthropic", "httpx2", "httpx", "git", "mistune")
-WATCH = ("pydantic", "pydantic_core", "typer", "rich", "yaml", "frontmatter", "filelock", "jsonata", "tomllib")
-STRICT = ("list", "list --json", "show", "show --json", "check", "uncheck")  # must be clean
+FORBIDDEN = ("pydantic", "pydantic_core", "anthropic", "httpx2", "httpx", "git", "mistune")
+WATCH = ("typer", "rich", "yaml", "frontmatter", "filelock", "jsonata", "tomllib", "tempfile", "argparse", "dataclasses")
+STRICT = ("list", "list --json", "show", "show --json", "check", "uncheck", "session --no-commit",
+          "context", "context --json")  # must be clean
 
 PROBE = r"""
 import sys, json
@@ -44,7 +47,7 @@ _LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 def probe(argv: list[str]) -> dict:
     done = subprocess.run([PYTHON, "-X", "importtime", "-c", PROBE, json.dumps(argv)],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, env=bench_env())
     marker = [ln for ln in done.stderr.splitlines() if ln.startswith("@@MODULES ")]
     if not marker:
         raise RuntimeError(f"probe failed for {argv}: {done.stderr[-2000:]}")
@@ -76,6 +79,8 @@ def main() -> int:
             "check": [*base, "check", "7", "1"],
             "uncheck": [*base, "uncheck", "7", "1"],
             "session --no-commit": [*base, "session", "7", "--did", "x", "--no-commit"],
+            "context": [*base, "context", "7"],
+            "context --json": [*base, "context", "7", "--json"],
             "lint": [*base, "lint"],
             "ready": [*base, "ready"],
             "--version": ["--version"],
@@ -120,6 +125,7 @@ def main() -> int:
             "specflux --version": lambda: run([*sf, "--version"]),
             "specflux list (100 tasks)": lambda: run([*sf, *base, "list"]),
             "specflux show 7 (100 tasks)": lambda: run([*sf, *base, "show", "7"]),
+            "specflux context 7 (100 tasks)": lambda: run([*sf, *base, "context", "7"]),
         }
         samples = compare(cases, runs=runs, warmup=1)
         floor = md(samples["python -c pass"])
@@ -131,7 +137,7 @@ def main() -> int:
             for name, mods in bad:
                 print(f"FAIL: `specflux {name}` imports {', '.join(mods)}")
             return 1
-        print("OK: list/show/check/uncheck import none of " + ", ".join(FORBIDDEN))
+        print("OK: " + "/".join(STRICT) + " import none of " + ", ".join(FORBIDDEN))
         return 0
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -5,7 +5,7 @@ Cases, each timed on the same file in the same run (medians, interleaved):
   floor                 read the file + text.split("\\n")
   TaskDocument()        read + TaskDocument(text): the outline scan
   + list fields         what `list` asks of it: title, status, dependencies, criteria, session count
-  + to_state()          the full pydantic model (`show`)
+  + to_state()          the full model, dataclasses (`show`)
   + str()               ... and back to text (must be the same bytes)
   check(1)              TaskDocument(text).check(1, True)
   append session        the edits `session` makes: append a session block + metadata edits

@@ -2,9 +2,10 @@
 """Where `specflux list` spends its time: cProfile of `main(["list"])` over N generated tasks.
 
 Prints the top functions by own time and by cumulative time, and the time per task of the main
-steps. Run it when bench_list.py misses its target.
+steps. Run it when bench_list.py misses its target. The list cache is off (SPECFLUX_CACHE=0: every
+file is parsed) unless --cache is given.
 
-Usage: python bench/profile_list.py [N=5000] [--json] [--top 25]
+Usage: python bench/profile_list.py [N=5000] [--json] [--cache] [--top 25]
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ def step_breakdown(manager, rows) -> list[tuple[str, float]]:
     """Replay what `summary()` does, one step at a time over every task, and time each step."""
     import json
 
-    from specflux import archive
     from specflux.document import TaskDocument
-    from specflux.files import read_text
+    from specflux.files import decode
     from specflux.views import list_table
 
     out = []
@@ -43,19 +43,38 @@ def step_breakdown(manager, rows) -> list[tuple[str, float]]:
 
     ws = manager.ws
     ids = step("ws.task_ids() (listdir + regex + natural sort)", ws.task_ids)
-    paths = step("ws.task_path(id) + ws.relative(path)", lambda: [(ws.task_path(t), ws.relative(ws.task_path(t))) for t in ids])
-    texts = step("read_text(path)", lambda: [read_text(p) for p, _ in paths])
+    paths = step("ws.task_rel(id) + os.path.join", lambda: [(os.path.join(ws.root, ws.task_rel(t)), ws.task_rel(t)) for t in ids])
+
+    from specflux import files
+
+    def read(p):
+        with open(p, "rb") as f:
+            return f.read()
+
+    if hasattr(files, "read_bytes"):  # what summary() reads with, where the store has it
+        read, how = files.read_bytes, "files.read_bytes"
+    else:
+        how = "open + read"
+    texts = step(f"{how} + decode", lambda: [decode(read(p), r) for p, r in paths])
     step("  (floor: find ```json fence + json.loads)", lambda: [json.loads(t[t.index("\n", t.find("```json")) + 1 : t.index("\n```", t.find("```json"))]) for t in texts])
     step("len(text.encode()) / isascii", lambda: [len(t.encode("utf-8")) if not t.isascii() else len(t) for t in texts])
     docs = step("TaskDocument(text) (outline.scan + sections)", lambda: [TaskDocument(t, r) for t, (_, r) in zip(texts, paths)])
     step("  of which outline.scan(text)", lambda: [__import__("specflux.outline", fromlist=["scan"]).scan(t) for t in texts])
     step("doc.title", lambda: [d.title for d in docs])
-    step("doc.status (metadata: fence, json.loads, checks)", lambda: [d.status for d in docs])
-    step("doc.dependencies", lambda: [d.dependencies for d in docs])
-    step("doc.criteria_lines (+ criteria_region)", lambda: [d.criteria_lines for d in docs])
-    step("doc.session_count (session_regions + archived_region)", lambda: [d.session_count for d in docs])
+    if hasattr(TaskDocument, "list_fields"):  # the one pass summary() makes
+        step("doc.list_fields() (metadata, criteria and sessions in one pass)", lambda: [d.list_fields() for d in docs])
+        docs = [TaskDocument(t, r) for t, (_, r) in zip(texts, paths)]  # fresh: the properties below read anew
+        label = "  (the same from the properties `show` reads: "
+        step(label + "status)", lambda: [d.status for d in docs])
+        step(label + "criteria_lines)", lambda: [d.criteria_lines for d in docs])
+        step(label + "session_count)", lambda: [d.session_count for d in docs])
+    else:
+        step("doc.status (metadata: fence, json.loads, checks)", lambda: [d.status for d in docs])
+        step("doc.dependencies", lambda: [d.dependencies for d in docs])
+        step("doc.criteria_lines (+ criteria_region)", lambda: [d.criteria_lines for d in docs])
+        step("doc.session_count (session_regions + archived_region)", lambda: [d.session_count for d in docs])
     cfg = ws.config.archive
-    step("archive.warnings", lambda: [archive.warnings(r.size, r.sessions, cfg) for r in rows])
+    step("config.archive.warnings", lambda: [cfg.warnings(r.size, r.sessions) for r in rows])
     table = step("views.list_table(rows)", lambda: list_table(rows))
     sink = io.StringIO()
     step("print(table)", lambda: print(table, file=sink))
@@ -68,7 +87,9 @@ def main() -> int:
     ap.add_argument("n", type=int, nargs="?", default=5000)
     ap.add_argument("--json", action="store_true", help="profile `list --json`")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--cache", action="store_true", help="profile with the list cache on (warm)")
     a = ap.parse_args()
+    os.environ["SPECFLUX_CACHE"] = "1" if a.cache else "0"
 
     root = make_workspace(a.n)
     try:
@@ -113,7 +134,8 @@ def main() -> int:
         once()
         prof.disable()
 
-        print(f"## profile_list: `specflux {' '.join(argv[2:])}` over {a.n:,} tasks, in-process\n")
+        print(f"## profile_list: `specflux {' '.join(argv[2:])}` over {a.n:,} tasks, in-process, "
+              f"cache {'on' if a.cache else 'off'}\n")
         print(f"- `import specflux.cli`: {import_ms:.1f} ms (the rest of the imports happen on first use)")
         print(f"- main({argv[2:]}) without profiler: median {statistics.median(plain):.1f} ms of 5 warm runs "
               f"({statistics.median(plain) * 1000 / a.n:.0f} µs per task)")

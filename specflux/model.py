@@ -1,32 +1,34 @@
-"""The values a task-state file holds, as pydantic models. No paths, no locks, no git here."""
+"""The values a task-state file holds, as plain dataclasses. No paths, no locks, no git here.
+
+Standard library only, on purpose: `show`, `session` and `context` import this module, and
+pydantic cost ~100 ms of their start-up. Nothing here validates: `document.TaskDocument` checks
+what it reads before it builds these, and the agent tools validate what a model sends
+(agent/tools.py). Keyword arguments only, as with the pydantic models these replace.
+"""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Optional, Union
-
-from pydantic import BaseModel, ConfigDict, Field
 
 Status = Literal["pending", "in_progress", "review", "complete", "failed", "blocked"]
 TaskId = Union[int, str]
 
 
-class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class _Dump:
+    """`model_dump()` as the pydantic models had it: the fields as a dict, nested values as dicts."""
+
+    __slots__ = ()
+
+    def model_dump(self, *, exclude: set[str] | frozenset[str] | None = None) -> dict[str, Any]:
+        out = asdict(self)
+        for key in exclude or ():
+            out.pop(key, None)
+        return out
 
 
-class Metadata(BaseModel):
-    """The JSON block of section 0. Unknown keys are kept, in the order they were written."""
-
-    model_config = ConfigDict(extra="allow")
-
-    task_id: TaskId
-    status: Status
-    total_sessions: int = 0
-    epic_id: Optional[TaskId] = None
-    dependencies: list[TaskId] = Field(default_factory=list)
-
-
-class Criterion(_Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Criterion(_Dump):
     index: int  # 1-based, in document order
     text: str
     checked: bool
@@ -34,7 +36,8 @@ class Criterion(_Value):
     depth: int = 0  # 0 for a top-level item, more for nested sub-items
 
 
-class Session(_Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session(_Dump):
     number: int
     timestamp: Optional[str]
     did: list[str]
@@ -44,7 +47,8 @@ class Session(_Value):
     usage: Optional[dict[str, int]] = None  # token counts of an agent session (duration: see `log`)
 
 
-class SessionInput(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class SessionInput(_Dump):
     """What a caller hands over to append a session."""
 
     did: list[str]
@@ -53,20 +57,23 @@ class SessionInput(BaseModel):
     timestamp: Optional[str] = None  # "YYYY-MM-DD HH:MM"; now when omitted
 
 
-class ChainInput(_Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainInput(_Dump):
     task_id: str
     title: str
     body: str
     line: int
 
 
-class ChainOutput(_Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChainOutput(_Dump):
     summary: str
     downstream: str
     body: str
 
 
-class ArchivedSummary(_Value):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchivedSummary(_Dump):
     first: int
     last: int
     duration: str
@@ -77,7 +84,8 @@ class ArchivedSummary(_Value):
     line: int
 
 
-class TaskState(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class TaskState(_Dump):
     """A parsed task-state file."""
 
     id: str
@@ -88,10 +96,10 @@ class TaskState(BaseModel):
     epic: Optional[str] = None
     repository: Optional[str] = None
     requirements: str = ""
-    criteria: list[Criterion] = Field(default_factory=list)
-    chain_inputs: list[ChainInput] = Field(default_factory=list)
+    criteria: list[Criterion] = field(default_factory=list)
+    chain_inputs: list[ChainInput] = field(default_factory=list)
     archived_summary: Optional[ArchivedSummary] = None
-    sessions: list[Session] = Field(default_factory=list)
+    sessions: list[Session] = field(default_factory=list)
     chain_output: Optional[ChainOutput] = None
 
     @property

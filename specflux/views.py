@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
@@ -48,10 +49,15 @@ def task_json(state: "TaskState", rel_path: str, size: int, usage: dict[int, dic
             {"number": s.number, "timestamp": s.timestamp, "did": s.did, "issues": s.issues, "next": s.next, "usage": s.usage}
             for s in state.sessions
         ],
-        "archived_summary": state.archived_summary.model_dump(exclude={"line"}) if state.archived_summary else None,
-        "chain_output": state.chain_output.model_dump() if state.chain_output else None,
+        "archived_summary": _without_line(asdict(state.archived_summary)) if state.archived_summary else None,
+        "chain_output": asdict(state.chain_output) if state.chain_output else None,
     }
     return out
+
+
+def _without_line(fields: dict[str, Any]) -> dict[str, Any]:
+    del fields["line"]  # a place in the file, not part of the value
+    return fields
 
 
 def human_size(size: int) -> str:
@@ -60,26 +66,26 @@ def human_size(size: int) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], last_wide: bool = True) -> str:
     """A plain aligned table; the last column is left unpadded."""
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
-    lines = []
-    for r in [headers, *rows]:
-        cells = [str(c).ljust(w) for c, w in zip(r[:-1], widths[:-1])] + [str(r[-1])]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    return _aligned([list(map(str, r)) for r in [headers, *rows]])
+
+
+def _aligned(cells: list[list[str]]) -> str:
+    """Rows of strings as lines, each column but the last padded to its widest cell."""
+    widths = [max(map(len, column)) for column in zip(*cells)][:-1]
+    line = "  ".join([*(f"{{:<{w}}}" for w in widths), "{}"])
+    return "\n".join([line.format(*r).rstrip() for r in cells])
 
 
 def list_table(rows: Sequence["TaskSummary"]) -> str:
-    body = []
+    cells = [["ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE"]]
     for r in rows:
         if r.error:
-            body.append([r.id, "BROKEN", "-", "-", human_size(r.size), "-", str(r.error)])
-            continue
-        deps = ",".join(r.dependencies) or "-"
-        flag = " !" if r.warnings else ""
-        body.append([r.id, r.status, f"{r.done}/{r.total}", str(r.sessions), human_size(r.size) + flag, deps, r.title])
-    out = table(["ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE"], body)
+            cells.append([r.id, "BROKEN", "-", "-", human_size(r.size), "-", str(r.error)])
+        else:
+            size = human_size(r.size) + " !" if r.warnings else human_size(r.size)
+            cells.append([r.id, r.status, f"{r.done}/{r.total}", str(r.sessions), size, ",".join(r.dependencies) or "-", r.title])
     notes = [f"! {r.id}: {w}" for r in rows for w in r.warnings]
-    return out + ("\n\n" + "\n".join(notes) if notes else "")
+    return _aligned(cells) + ("\n\n" + "\n".join(notes) if notes else "")
 
 
 def show_text(state: "TaskState", rel_path: str, size: int) -> str:
