@@ -191,6 +191,15 @@ def cmd_session(args) -> int:
 
 @command("complete")
 def cmd_complete(args) -> int:
+    import os
+
+    if os.environ.get("SPECFLUX_RUN") and os.environ.get("SPECFLUX_ROLE") and \
+            os.environ.get("SPECFLUX_TASK_ID") == args.id.lstrip("#"):
+        from .errors import UsageError
+
+        raise UsageError(f"inside workflow run {os.environ['SPECFLUX_RUN']}, the run completes task {args.id} when "
+                         "the workflow accepts it: write `### Summary` and `### For Downstream Tasks` under "
+                         "`## 4. Chain Output` in the task file instead")
     manager = _manager(args)
     outcome = manager.complete(args.id, args.summary, args.downstream, commit=not args.no_commit)
     notices(outcome)
@@ -326,6 +335,27 @@ def cmd_run(args) -> int:
     return run_from_args(_manager(args, commit=not args.no_commit), args)
 
 
+@command("flow")
+def cmd_flow(args) -> int:
+    from .cli_flow import run_flow
+
+    return run_flow(args, _manager)
+
+
+@command("submit-review")
+def cmd_submit_review(args) -> int:
+    from .cli_flow import submit
+
+    return submit("review", args)
+
+
+@command("submit-tasks")
+def cmd_submit_tasks(args) -> int:
+    from .cli_flow import submit
+
+    return submit("tasks", args)
+
+
 @command("demo")
 def cmd_demo(args) -> int:
     from .demo import run_demo
@@ -336,7 +366,9 @@ def cmd_demo(args) -> int:
 # --------------------------------------------------------------------- arguments
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(full: bool = True) -> argparse.ArgumentParser:
+    """Every command's parser; `full=False` leaves out the flow commands (built only when asked
+    for, so that `specflux list` does not pay for them)."""
     p = argparse.ArgumentParser(prog="specflux", description="Markdown task state for coding agents: one file per task.")
     p.add_argument("--root", help="the folder holding .specflux/ (default: search upwards; or SPECFLUX_ROOT)")
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
@@ -436,7 +468,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = cmd("demo", "a complete offline walk-through in a fresh folder")
     s.add_argument("dir", nargs="?")
+
+    if full:
+        from .cli_flow import add_parsers
+
+        add_parsers(sub, emit_json)
     return p
+
+
+def argv_needs_flow(argv) -> bool:
+    """Whether the command line asks for a flow command (or for help)."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    return not words or any(w in ("flow", "submit-review", "submit-tasks", "-h", "--help") for w in words)
 
 
 def _version() -> str:
@@ -446,7 +489,7 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(full=argv_needs_flow(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:

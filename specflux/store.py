@@ -274,13 +274,22 @@ class TaskStateManager:
                 pending.files.write(self.path(task_id), text)
         return outcome
 
-    def set_status(self, task_id: str, status: str) -> Outcome:
+    def set_status(self, task_id: str, status: str, *, commit: bool = False, trailers: dict[str, str] | None = None,
+                   reason: str | None = None) -> Outcome:
+        """Set the status (one line). With `commit`, commit it (a run failing a task does)."""
         if status not in STATUSES:
             raise UsageError(f"unknown status {status!r} (expected one of: {', '.join(STATUSES)})")
-        outcome = Outcome(check_id(task_id), status=status)
+        task_id = check_id(task_id)
+        outcome = Outcome(task_id, status=status)
         with self.changing([task_id], outcome) as pending:
             doc = self.load(task_id)
             pending.files.write(self.path(task_id), doc.set_metadata({"status": status}))
+            if commit:
+                pending.commit = CommitRequest(
+                    subject=f"task {task_id}: {status}" + (f" — {first_line(reason)}" if reason else ""),
+                    trailers={"Specflux-Task": task_id, "Specflux-Session": str(doc.last_session_number),
+                              "Specflux-Status": status, **(trailers or {})},
+                )
         return outcome
 
     def append_session(
@@ -332,7 +341,8 @@ class TaskStateManager:
                 )
         return outcome
 
-    def complete(self, task_id: str, summary: str, downstream: str | None = None, *, commit: bool = True, extra_paths: Iterable[Path] = ()) -> Outcome:
+    def complete(self, task_id: str, summary: str, downstream: str | None = None, *, commit: bool = True,
+                 extra_paths: Iterable[Path] = (), trailers: dict[str, str] | None = None) -> Outcome:
         """Write the chain output, set status complete, and wire it into every dependent task.
 
         Only `### Summary` and `### For Downstream Tasks` are written; `downstream=None` keeps the
@@ -367,7 +377,8 @@ class TaskStateManager:
             if commit:
                 pending.commit = CommitRequest(
                     subject=f"task {task_id}: complete — {first_line(summary)}",
-                    trailers={"Specflux-Task": task_id, "Specflux-Session": str(doc.last_session_number), "Specflux-Status": "complete"},
+                    trailers={"Specflux-Task": task_id, "Specflux-Session": str(doc.last_session_number),
+                              "Specflux-Status": "complete", **(trailers or {})},
                     extra_paths=tuple(extra_paths),
                 )
         return outcome

@@ -94,6 +94,25 @@ class Baseline:
         """The `status_snapshot` of that moment (for `changed_paths`)."""
         return {path: d.fingerprint for path, d in self.dirty.items()}
 
+    def to_json(self) -> dict:
+        """A JSON-able copy (bytes in base64), so that a run can commit a crashed session's work
+        after a restart exactly as the session would have."""
+        import base64
+
+        return {"head": self.head, "dirty": {
+            path: {"status": d.status, "fingerprint": d.fingerprint, "mode": d.mode, "tooLarge": d.too_large,
+                   "content": None if d.content is None else base64.b64encode(d.content).decode("ascii")}
+            for path, d in self.dirty.items()}}
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "Baseline":
+        import base64
+
+        return cls(data["head"], {
+            path: Dirty(d["status"], d["fingerprint"], d["mode"],
+                        None if d["content"] is None else base64.b64decode(d["content"]), d["tooLarge"])
+            for path, d in data["dirty"].items()})
+
 
 @dataclass(frozen=True)
 class SessionCommit:

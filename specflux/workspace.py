@@ -17,7 +17,23 @@ STATE_FILE = re.compile(r"task-([A-Za-z0-9][A-Za-z0-9._-]*)-state\.md")
 GITIGNORE = (
     "# specflux: locks and the list cache are per machine; recordings may hold file contents\n"
     "locks/\ncache/\nrecordings/\n"
+    "# workflow runs: events, state and narrative are history; these are the engine's scratch\n"
+    "runs/*/recordings/\nruns/*/steps/\nruns/*/handins/\nruns/*/*.lock\n"
 )
+
+
+def ensure_ignored(ws_dir: Path) -> None:
+    """Add any of GITIGNORE's lines missing from `.specflux/.gitignore` (older workspaces)."""
+    path = ws_dir / ".gitignore"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    have = set(text.splitlines())
+    missing = [line for line in GITIGNORE.splitlines() if line not in have]
+    if missing:
+        sep = "" if not text or text.endswith("\n") else "\n"
+        path.write_text(text + sep + "\n".join(missing) + "\n", encoding="utf-8")
 
 
 def check_folder(path: Path) -> Path:

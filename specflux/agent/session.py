@@ -96,6 +96,7 @@ def run_session(
     trailers: dict[str, str] | None = None,
     complete_on_handoff: bool = True,
     handin: Path | None = None,
+    baseline_path: Path | None = None,
 ) -> SessionReport:
     """Run one session. `edits_task_file` is for agents that follow the protocol by editing the
     task file themselves (agent CLIs): they get the context written for that, and their file is
@@ -131,11 +132,17 @@ def run_session(
     for line in early_notices:
         say(line)
     baseline = git.capture() if git is not None else None
+    if baseline is not None and baseline_path is not None:  # a run commits a crashed session with it
+        from ..files import atomic_write
+        import json
+
+        atomic_write(baseline_path, json.dumps(baseline.to_json()))
     task_files = _task_files(manager)
     sessions_before = doc.session_count
-    if doc.status == "pending":
-        manager.set_status(task_id, "in_progress")
-    ctx = build_context(manager, task_id, form="command" if edits_task_file else "tools", role=role,
+    start_status = "review" if role == "reviewer" else ("in_progress" if doc.status == "pending" else None)
+    if start_status and doc.status != start_status:
+        manager.set_status(task_id, start_status)
+    ctx = build_context(manager, task_id, form="command" if edits_task_file or handin else "tools", role=role,
                         extra=extra_context)
     request = SessionRequest(
         system=ctx.system,
@@ -183,15 +190,17 @@ def run_session(
 
 
 def _read_handin(path: Path | None) -> dict | None:
-    """The verdict an agent CLI handed in with `specflux submit-review`, if any."""
-    if path is None or not path.is_file():
+    """The verdict an agent CLI handed in with `specflux submit-review` (checked again: the agent
+    could have written the file itself), or None."""
+    if path is None:
         return None
-    import json
+    from .handin import HandinError, read_handin
 
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
+        found = read_handin(path, "review")
+    except HandinError:
         return None
+    return found["data"] if found else None
 
 
 def _plain_review(review) -> dict:

@@ -1,0 +1,216 @@
+"""The `specflux flow ...` commands and the agent CLIs' hand-ins: arguments in, library calls
+(`specflux.flow.runs`), output. Registered by `cli.py`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import UsageError
+
+
+def add_parsers(sub, emit_json) -> None:
+    global _emit_json
+    _emit_json = emit_json
+    flow = sub.add_parser("flow", help="workflow runs over many tasks: start, status, pause, resume, stop, ...",
+                          description="Workflow runs: a queue of tasks through coder, validate, reviewer and "
+                                      "approval roles, under control enforced in code.")
+    fsub = flow.add_subparsers(dest="flow_command", metavar="FLOW_COMMAND")
+
+    s = fsub.add_parser("start", help="create a run and drive it in the foreground")
+    s.add_argument("ids", nargs="*", metavar="ID", help="tasks to run (default: every task not complete)")
+    s.add_argument("--all", action="store_true", help="every task not complete")
+    s.add_argument("--workflow", default="queue", metavar="NAME|PATH", help="built-in `queue`, a name in "
+                   ".specflux/workflows/, or a .toml path")
+    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic")
+    s.add_argument("--cmd", help="the agent command line, for every role (--agent command)")
+    s.add_argument("--model")
+    s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
+    s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
+
+    s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
+    s.add_argument("--json", action="store_true")
+
+    s = fsub.add_parser("status", help="the run state (default: the latest run)")
+    s.add_argument("run", nargs="?")
+    s.add_argument("--json", action="store_true")
+
+    for name, text in (("pause", "pause after the current step"), ("stop", "end the run now")):
+        s = fsub.add_parser(name, help=text)
+        s.add_argument("run", nargs="?")
+    s = fsub.add_parser("resume", help="continue a paused, waiting or crashed run in the foreground")
+    s.add_argument("run", nargs="?")
+    s.add_argument("--allow-changed-workflow", action="store_true",
+                   help="resume even though the workflow file changed since the run started")
+    s = fsub.add_parser("approve", help="answer an open approval step: yes (the run continues)")
+    s.add_argument("run", nargs="?")
+    s.add_argument("--note", metavar="TEXT")
+    s = fsub.add_parser("reject", help="answer an open approval step: no, with what to change")
+    s.add_argument("run", nargs="?")
+    s.add_argument("--note", metavar="TEXT", required=True)
+
+    s = fsub.add_parser("log", help="the run's narrative, one line per step that matters")
+    s.add_argument("run", nargs="?")
+    s.add_argument("--json", action="store_true")
+
+    for kind in ("review", "tasks"):
+        s = sub.add_parser(f"submit-{kind}", help=f"hand in a {'reviewer verdict' if kind == 'review' else 'planner task list'} "
+                           "from an agent CLI inside a run (JSON, as the submit_" + kind + " tool takes)")
+        s.add_argument("--json", required=True, metavar="FILE|-", help="the JSON file, or - for standard input")
+
+
+def _emit_json(data) -> None:  # replaced by cli.emit_json in add_parsers
+    raise NotImplementedError
+
+
+def run_flow(args, manager_for) -> int:
+    command = args.flow_command
+    if command is None:
+        raise UsageError("flow needs a command: start, list, status, pause, resume, stop, approve, reject, log")
+    return _FLOW[command](args, manager_for)
+
+
+def _say(line: str) -> None:
+    from .escape import safe
+
+    print(f"[flow] {safe(line)}", file=sys.stderr, flush=True)
+
+
+def _finish(run, state) -> int:
+    status = state["status"]
+    why = state.get("pausedFor") or state.get("failureReason")
+    print(f"run {run.id}: {status}" + (f" ({why})" if why else ""))
+    m = state["metrics"]
+    print(f"  tasks: {m['tasksCompleted']} complete, {m['tasksFailed']} failed of {len(state['tasks'])}; "
+          f"{state['iteration']} step(s), {m['totalAttempts']} coder attempt(s), {m['totalReviews']} review(s); "
+          f"tokens: {m['inputTokens']} input, {m['outputTokens']} output")
+    if status == "paused" and state.get("pausedFor") == "approval":
+        print(f"  waiting for approval: specflux flow approve {run.id}  (or: flow reject {run.id} --note ...)")
+    return 1 if status in ("failed", "user_exit") else 0
+
+
+def _agents(args):
+    from .flow.roles import Agents
+
+    if args.agent == "command" and not args.cmd:
+        raise UsageError('--agent command needs --cmd "the agent command line"')
+    return Agents(kind=args.agent, cmd=args.cmd, model=args.model)
+
+
+def flow_start(args, manager_for) -> int:
+    from .flow import runs
+
+    manager = manager_for(args)
+    agents = _agents(args)
+    run = runs.start(manager, args.ids, everything=args.all, workflow=args.workflow, agents=agents,
+                     max_iterations=args.max_iterations, token_budget=args.token_budget)
+    print(run.id, flush=True)
+    state = runs.drive(manager, run, agents, say=_say)
+    return _finish(run, state)
+
+
+def _run(args, manager_for):
+    from .flow.run import Run
+
+    manager = manager_for(args)
+    return manager, Run.find(manager.ws, getattr(args, "run", None))
+
+
+def flow_resume(args, manager_for) -> int:
+    from .flow import runs
+
+    manager, run = _run(args, manager_for)
+    print(runs.control(run, "resume"), file=sys.stderr)
+    state = runs.drive(manager, run, say=_say, allow_changed_workflow=args.allow_changed_workflow)
+    return _finish(run, state)
+
+
+def _control(action):
+    def handler(args, manager_for) -> int:
+        from .flow import runs
+
+        manager, run = _run(args, manager_for)
+        print(f"run {run.id}: {runs.control(run, action, getattr(args, 'note', None))}")
+        if action in ("approve", "reject") and not run.engine_running():
+            state = runs.drive(manager, run, say=_say)
+            return _finish(run, state)
+        return 0
+
+    return handler
+
+
+def flow_status(args, manager_for) -> int:
+    _, run = _run(args, manager_for)
+    state = run.public_state()
+    if args.json:
+        _emit_json(state)
+        return 0
+    task = state["tasks"][state["currentTaskIndex"]] if state["tasks"] else None
+    lines = [f"run {run.id}: {state['status']}" + (f" ({state.get('pausedFor') or state.get('failureReason')})"
+                                                    if state.get("pausedFor") or state.get("failureReason") else ""),
+             f"  workflow {state['workflow']} (version {state.get('workflowVersion')}), step {state['iteration']}"
+             + (f" of at most {state['maxIterations']}" if state.get("maxIterations") else "")]
+    if task:
+        lines.append(f"  current task: {task['id']} {task['title']} (attempt {state['currentAttempts']})")
+    for t in state["tasks"]:
+        m = state["taskMetrics"].get(t["id"], {})
+        lines.append(f"  {t['id']:<8} {t['status']:<11} attempts {m.get('attempts', 0)}, reviews {m.get('reviews', 0)}, "
+                     f"{m.get('inputTokens', 0)}/{m.get('outputTokens', 0)} tokens, {m.get('durationMs', 0) / 1000:.1f} s"
+                     f"  {t['title']}")
+    from .escape import safe
+
+    print(safe("\n".join(lines)))
+    return 0
+
+
+def flow_list(args, manager_for) -> int:
+    from .flow.run import Run
+
+    manager = manager_for(args)
+    rows = []
+    for run_id in Run.ids(manager.ws):
+        state = Run(manager.ws, run_id).state()
+        done = sum(1 for t in state["tasks"] if t["status"] == "complete")
+        rows.append({"runId": run_id, "status": state["status"], "tasksDone": done, "tasksTotal": len(state["tasks"]),
+                     "iterations": state["iteration"], "started": state.get("createdAt"), "workflow": state["workflow"]})
+    if args.json:
+        _emit_json(rows)
+        return 0
+    if not rows:
+        print("no workflow runs yet (start one with `specflux flow start`)")
+        return 0
+    from .views import table
+
+    print(table(["RUN", "STATUS", "TASKS", "STEPS", "STARTED"],
+                [[r["runId"], r["status"], f"{r['tasksDone']}/{r['tasksTotal']}", str(r["iterations"]),
+                  (r["started"] or "")[:19].replace("T", " ")] for r in rows]))
+    return 0
+
+
+def flow_log(args, manager_for) -> int:
+    from .escape import safe
+    from .flow import narrative
+
+    _, run = _run(args, manager_for)
+    events = run.events.read()
+    if args.json:
+        _emit_json([{"seq": e["seq"], "at": e.get("at"), "type": e["type"], "text": text}
+                    for e in events if (text := narrative.line(e))])
+        return 0
+    print(safe(narrative.render(run.id, events).rstrip()))
+    return 0
+
+
+_FLOW = {
+    "start": flow_start, "resume": flow_resume, "status": flow_status, "list": flow_list, "log": flow_log,
+    "pause": _control("pause"), "stop": _control("stop"), "approve": _control("approve"), "reject": _control("reject"),
+}
+
+
+def submit(kind: str, args) -> int:
+    from .agent.handin import submit_from_cli
+
+    code, message = submit_from_cli(kind, args.json, os.environ)
+    print(message, file=sys.stdout if code == 0 else sys.stderr)
+    return code

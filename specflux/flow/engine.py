@@ -1,0 +1,350 @@
+"""The engine: drives a run step by step, under control enforced in code.
+
+Before every step it reads the run's control events (pause, stop, approve, reject from any
+terminal) and its limits (the run's iteration cap and token budget). Each step is bracketed by
+events appended and fsynced before and after it (`step_started`, `step_finished`), and each
+decision is recorded before its effects (tasks accepted or failed, new steps requested), so that
+after `kill -9` at any moment `drive()` continues exactly where the run was: a finished step is
+never run again, an interrupted one is run again once (its attempt committed as such first).
+
+The decision itself comes from a Spec (decisions.py): the engine gives it the state, the step's
+response and a context whose `now` and `seed` are recorded in the step's event, so a replay of
+the run, fed the recorded `now`/`seed`, gets the same decisions.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import SpecfluxError
+from .decisions import AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext, RequestApproval, RequestWork
+from .roles import Interrupted, StepResult
+from .state import FINISHED, TOKEN_KEYS, in_flight, task_by_id, waiting
+
+if TYPE_CHECKING:
+    from ..store import TaskStateManager
+    from .decisions import Spec
+    from .roles import Roles
+    from .run import Run
+
+POLL_S = 0.2  # how often a running step checks for `flow stop`
+
+
+class Engine:
+    def __init__(self, manager: "TaskStateManager", run: "Run", spec: "Spec", roles: "Roles", *,
+                 say: Callable[[str], None] = lambda line: None,
+                 moments: dict[str, tuple[int, int]] | None = None,
+                 clock: Callable[[], float] = time.time):
+        """`moments`: for a replay, the recorded (now, seed) of each step id."""
+        self.manager, self.run, self.spec, self.roles = manager, run, spec, roles
+        self.say, self.moments, self.clock = say, moments or {}, clock
+
+    # ----------------------------------------------------------------- driving
+
+    def drive(self) -> dict[str, Any]:
+        """Run until the run completes, fails, pauses or waits for approval; returns the state."""
+        with self.run.engine_lock():
+            state = self.run.state()
+            if state["status"] in FINISHED:
+                return state
+            self._settle_last_decision()
+            if self.run.state()["status"] != "running":
+                self._record({"type": "status", "status": "running"})
+            if not any(e["type"] == "decision" for e in self.run.events.read()):
+                self._boot()
+            try:
+                while self._advance():
+                    pass
+            finally:
+                self._save_history()
+            return self.run.state()
+
+    def _save_history(self) -> None:
+        """state.json and narrative.md brought up to date, and, once the run stops for now
+        (finished or paused), its history committed."""
+        state = self.run.state()
+        git = self.manager.git
+        if git is None or state["status"] == "running":
+            self.run.save()
+            return
+        why = state.get("pausedFor") or state.get("failureReason")
+        subject = f"run {self.run.id}: {state['status']}" + (f" ({why})" if why else "")
+        try:
+            self.run.commit(git, subject)
+        except SpecfluxError as e:
+            self.say(f"could not commit the run's history: {e}")
+
+    def _boot(self) -> None:
+        now, seed = self._moment("boot#1")
+        response = AgentResponse(step_id="boot", work_kind="BOOT", run_id=self.run.id)
+        decision = self.spec.on_agent_completed(self._view(), response, DecisionContext(now, seed))
+        self._record({"type": "boot", "now": now, "seed": seed})
+        self._apply(decision, step_id="boot", task_id=None)
+
+    def _advance(self) -> bool:
+        """One step of the run; False when the run stops for now (finished, paused, waiting)."""
+        if not self._obey_controls():
+            return False
+        state = self.run.state()
+        if state["status"] != "running":
+            return False
+        step = in_flight(state) or next(iter(waiting(state)), None)
+        if step is None:
+            if not state.get("finalized"):
+                self._finish("failed", "stalled: the workflow asked for no more work and did not finish")
+            return False
+        if step["status"] == "WAITING":
+            limit = state.get("maxIterations")
+            if limit and state["iteration"] >= limit:
+                self._finish("failed", "max_iterations")
+                return False
+            budget = state.get("tokenBudget")
+            if budget and sum(state["metrics"][k] for k in TOKEN_KEYS) >= budget:
+                self._finish("failed", "token_budget")
+                return False
+        if step["kind"] == "approval":
+            return self._approval(step)
+        self._perform(step)
+        return True
+
+    # ----------------------------------------------------------------- control from any terminal
+
+    def _obey_controls(self) -> bool:
+        """Apply the pause/stop/resume requests recorded since the last step; False to stop."""
+        for control in list(self.run.state()["controls"]):
+            action = control["action"]
+            if action in ("approve", "reject"):
+                continue  # answered at the approval step
+            self._record({"type": "control_handled", "control": control["seq"]})
+            if action == "stop":
+                self._finish("user_exit", None)
+                return False
+            if action == "pause":
+                self._record({"type": "status", "status": "paused", "pausedFor": "user"})
+                return False
+        return True
+
+    def _approval(self, step: dict[str, Any]) -> bool:
+        """A person answers with `flow approve` / `flow reject`; until then the run waits."""
+        answer = next((c for c in self.run.state()["controls"] if c["action"] in ("approve", "reject")), None)
+        if answer is None:
+            if self.run.state().get("pausedFor") != "approval":
+                self._record({"type": "status", "status": "paused", "pausedFor": "approval"})
+                self.say(f"waiting for approval: specflux flow approve {self.run.id} (or reject --note ...)")
+            return False
+        self._record({"type": "control_handled", "control": answer["seq"]})
+        self._record({"type": "step_started", "stepId": step["stepId"], "kind": "approval", "taskId": step.get("taskId")})
+        output = {"taskId": step.get("taskId"), "approved": answer["action"] == "approve", "note": answer.get("note") or ""}
+        self._finish_step(step, StepResult("OK", output))
+        return True
+
+    # ----------------------------------------------------------------- one step
+
+    def _perform(self, step: dict[str, Any]) -> None:
+        resumed = step["status"] == "RUNNING"
+        task_id = step.get("taskId")
+        state = self.run.state()
+        if task_id and (cur := state["tasks"][state["currentTaskIndex"]] if state["tasks"] else None) \
+                and cur["id"] != task_id:
+            index = next(i for i, t in enumerate(state["tasks"]) if t["id"] == task_id)
+            self._record({"type": "task_changed", "index": index, "taskId": task_id})
+        if not resumed:
+            self._record({"type": "step_started", "stepId": step["stepId"], "kind": step["kind"], "taskId": task_id})
+        else:
+            self.say(f"resuming step {step['stepId']} ({step['kind']} on task {task_id}), interrupted before")
+        self.say(f"{step['kind']} on task {task_id} (step {step['stepId']})" if task_id else f"{step['kind']}")
+        delay = (step.get("payload") or {}).get("delay_s")
+        if delay and not self.moments and not resumed:  # a retry's backoff (not in a replay)
+            self.say(f"waiting {delay:g}s before retrying {step['kind']}")
+            time.sleep(float(delay))
+        watcher = _StopWatcher(self.run)
+        watcher.start()
+        try:
+            result = self.roles.perform(step, self.run.state(), resumed=resumed)
+        except (Interrupted, KeyboardInterrupt):
+            watcher.stop()
+            self._interrupted(step, watcher.stopped)
+            return
+        except SpecfluxError as e:
+            result = StepResult("ERROR", None, error=AgentErrorInfo("ERROR", str(e)))
+        finally:
+            watcher.stop()
+        self._finish_step(step, result)
+
+    def _interrupted(self, step: dict[str, Any], by_stop: bool) -> None:
+        """`flow stop` (or Ctrl-C) during a step: the session recorded its interruption; the run
+        ends as `user_exit` (stop) or pauses (Ctrl-C), and `flow resume` runs the step again."""
+        stop = by_stop or any(c["action"] == "stop" for c in self.run.state()["controls"])
+        if stop:
+            for control in self.run.state()["controls"]:
+                if control["action"] == "stop":
+                    self._record({"type": "control_handled", "control": control["seq"]})
+            self._record({"type": "step_finished", "stepId": step["stepId"], "kind": step["kind"],
+                          "taskId": step.get("taskId"), "status": "ERROR",
+                          "error": {"type": "INTERRUPTED", "message": "stopped by `flow stop`"}})
+            self._finish("user_exit", None)
+        else:
+            self._record({"type": "status", "status": "paused", "pausedFor": "user"})
+
+    def _finish_step(self, step: dict[str, Any], result: StepResult) -> None:
+        tries = sum(1 for e in self.run.events.read() if e["type"] == "step_finished" and e["stepId"] == step["stepId"])
+        now, seed = self._moment(f"{step['stepId']}#{tries + 1}")
+        self._record({"type": "step_finished", "stepId": step["stepId"], "kind": step["kind"],
+                      "taskId": step.get("taskId"), "now": now, "seed": seed, **result.to_event()})
+        ctx = DecisionContext(now, seed)
+        try:
+            if result.status == "OK":
+                response = AgentResponse(step["stepId"], step["kind"], "OK", result.output, self.run.id,
+                                         step.get("taskId"))
+                decision = self.spec.on_agent_completed(self._view(), response, ctx)
+            else:
+                attempt = sum(1 for e in self.run.events.read() if e["type"] == "step_finished"
+                              and e["stepId"] == step["stepId"] and e.get("status") == "ERROR")
+                decision = self.spec.on_agent_error(self._view(), step["kind"], result.error, attempt)
+        except Exception as e:  # the workflow's own logic broke: the run fails, saying where
+            decision = Decision(f"dec-spec-error-{step['stepId']}", finalize=True, failure_reason="error",
+                                why=f"the workflow's decision logic failed: {type(e).__name__}: {e}")
+        self._apply(decision, step_id=step["stepId"], task_id=step.get("taskId"))
+
+    # ----------------------------------------------------------------- decisions and their effects
+
+    def _apply(self, decision: Decision, step_id: str, task_id: str | None) -> None:
+        based_on = dict(decision.based_on or {})
+        self._record({"type": "decision", "stepId": step_id, "taskId": task_id, "edge": based_on.get("edge"),
+                      "decision": decision.to_json()})
+        if decision.why:
+            self.say(f"decision: {decision.why}")
+        self._settle_last_decision()
+
+    def _settle_last_decision(self) -> None:
+        """Carry out the last decision's effects that are not recorded yet (all of them, or the
+        rest after a crash): accept or fail tasks, request steps, finish the run."""
+        events = self.run.events.read()
+        last = next((e for e in reversed(events) if e["type"] == "decision"), None)
+        if last is None:
+            return
+        decision = Decision.from_json(last["decision"])
+        state = self.run.state()
+        for action in decision.actions:
+            if isinstance(action, Annotate):
+                self._task_effect(action, state)
+        for i, action in enumerate(a for a in decision.actions if isinstance(a, (RequestWork, RequestApproval))):
+            step_id = action.step_id or f"s{last['seq']}" + (f"-{i + 1}" if i else "")
+            existing = self.run.state()["openSteps"].get(step_id)
+            if existing is not None and (existing.get("requestedBy") == last["seq"] or existing["status"] != "FAILED"):
+                continue  # requested already (before a crash), or alive: a FAILED one is asked again (a retry)
+            if isinstance(action, RequestWork):
+                payload = dict(action.payload or {})
+                self._record({"type": "step_requested", "stepId": step_id, "kind": action.work_kind, "payload": payload,
+                              "taskId": payload.get("taskId") or last.get("taskId"), "decision": last["seq"]})
+            else:
+                self._record({"type": "step_requested", "stepId": step_id, "kind": "approval",
+                              "payload": dict(action.payload or {}), "taskId": last.get("taskId"),
+                              "decision": last["seq"]})
+        if decision.finalize and self.run.state()["status"] not in FINISHED:
+            state = self.run.state()
+            if not waiting(state) and not in_flight(state):
+                self._finish(*self._outcome(decision, state))
+
+    def _task_effect(self, action: Annotate, state: dict[str, Any]) -> None:
+        """`accepted:<id>` completes a task (chain output written, wired downstream, committed),
+        `failed:<id>` / `blocked:<id>` set its status; each once."""
+        verb, _, task_id = action.key.partition(":")
+        if verb not in ("accepted", "failed", "blocked") or not task_id:
+            return
+        task = task_by_id(state, task_id)
+        if task is None:
+            return
+        wanted = {"accepted": "complete", "failed": "failed", "blocked": "blocked"}[verb]
+        if task["status"] == wanted:
+            return
+        reason = action.value.get("reason") if isinstance(action.value, dict) else (action.value or None)
+        trailers = {"Specflux-Run": self.run.id, "Specflux-Role": "engine"}
+        if verb == "accepted":
+            chain = self._chain_output(task_id)
+            outcome = self.manager.complete(task_id, chain["summary"], chain.get("downstream") or None,
+                                            commit=self.manager.git is not None, trailers=trailers)
+            for target in outcome.wired:
+                self.say(f"task {task_id} complete; wired into task {target}")
+        else:
+            self.manager.set_status(task_id, wanted, commit=self.manager.git is not None, trailers=trailers,
+                                    reason=reason)
+        self._record({"type": "task_status", "taskId": task_id, "status": wanted, "reason": reason})
+
+    def _chain_output(self, task_id: str) -> dict[str, str]:
+        """What the accepted task hands downstream: the coder's last chain output in this run,
+        else the chain output already in its file, else its last session's account."""
+        for e in reversed(self.run.events.read()):
+            if e["type"] == "step_finished" and e.get("taskId") == task_id and e.get("chainOutput"):
+                return e["chainOutput"]
+        doc = self.manager.load(task_id)
+        out = doc.chain_output()
+        if out is not None and out.summary:
+            return {"summary": out.summary, "downstream": out.downstream}
+        sessions = doc.sessions()
+        did = "; ".join(sessions[-1].did) if sessions else ""
+        return {"summary": did or f"Task {task_id} was accepted by run {self.run.id}.", "downstream": ""}
+
+    def _outcome(self, decision: Decision, state: dict[str, Any]) -> tuple[str, str | None]:
+        if decision.failure_reason:
+            return "failed", decision.failure_reason
+        failed = [t for t in state["tasks"] if t["status"] in ("failed", "blocked")]
+        if failed:
+            reason = failed[0].get("reason") or "tasks_failed"
+            return "failed", reason.split(":", 1)[0].strip() or "tasks_failed"
+        return "completed", None
+
+    def _finish(self, status: str, reason: str | None) -> None:
+        self._record({"type": "status", "status": status, **({"failureReason": reason} if reason else {})})
+        self.say(f"run {status}" + (f" ({reason})" if reason else ""))
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _record(self, event: dict[str, Any]) -> None:
+        self.run.record(event)
+
+    def _view(self) -> dict[str, Any]:
+        """The state a spec sees: a copy, so that a spec cannot change the run behind the engine."""
+        import copy
+
+        return copy.deepcopy(self.run.state())
+
+    def _moment(self, step_id: str) -> tuple[int, int]:
+        """(now in ms, a random seed) for a decision: recorded ones in a replay, else fresh."""
+        if step_id in self.moments:
+            return self.moments[step_id]
+        return int(self.clock() * 1000), random.SystemRandom().randrange(2**32)
+
+
+class _StopWatcher:
+    """While a step runs, watch the event log for `flow stop` and interrupt the step at once."""
+
+    def __init__(self, run: "Run"):
+        self.run = run
+        self.stopped = False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._seen = run.state().get("lastSeq", 0)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        import _thread
+
+        while not self._done.wait(POLL_S):
+            try:
+                newer = self.run.events.read(after=self._seen)
+            except SpecfluxError:
+                continue
+            if any(e["type"] == "control" and e["action"] == "stop" for e in newer):
+                self.stopped = True
+                if not self._done.is_set():
+                    _thread.interrupt_main()  # the session sees Ctrl-C and records the interruption
+                return

@@ -1,0 +1,168 @@
+"""A run's folder: `.specflux/runs/<run-id>/` with its events, snapshot, narrative and recordings.
+
+`events.jsonl` is the truth; `state.json` (a snapshot folded from it, with the last `seq` it
+saw) and `narrative.md` are derived and rebuilt whenever they are missing or behind. The engine
+holds `engine.lock` while it drives the run, so a second engine is refused and a crashed one is
+recognised (its lock is free again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..files import atomic_write
+from ..workspace import Workspace
+from . import narrative
+from .events import EventLog, RunError
+from .state import FINISHED, fold, public
+
+
+class Run:
+    def __init__(self, ws: Workspace, run_id: str):
+        self.ws = ws
+        self.id = run_id
+        self.dir = ws.dir / "runs" / run_id
+        self.events = EventLog(self.dir / "events.jsonl", ws.relative(self.dir / "events.jsonl"))
+        self._state: dict[str, Any] | None = None
+
+    # ----------------------------------------------------------------- finding runs
+
+    @classmethod
+    def create(cls, ws: Workspace, created: dict[str, Any]) -> "Run":
+        """A new run folder whose first event is `run_created` (the fields of `created`)."""
+        run_id = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        run = cls(ws, run_id)
+        from ..workspace import ensure_ignored
+
+        ws.ensure_folder(run.dir)
+        ensure_ignored(ws.dir)
+        ws.ensure_folder(run.recordings_dir)
+        run.record({"type": "run_created", "runId": run_id, **created})
+        return run
+
+    @classmethod
+    def find(cls, ws: Workspace, run_id: str | None = None) -> "Run":
+        """The run named `run_id` (a unique prefix is enough), or the latest run."""
+        ids = cls.ids(ws)
+        if not ids:
+            raise RunError("no workflow runs yet (start one with `specflux flow start`)")
+        if run_id is None:
+            return cls(ws, ids[-1])
+        matches = [i for i in ids if i == run_id] or [i for i in ids if i.startswith(run_id)]
+        if len(matches) != 1:
+            what = "no run" if not matches else "more than one run"
+            raise RunError(f"{what} matches {run_id!r} (runs: {', '.join(ids[-5:])})")
+        return cls(ws, matches[0])
+
+    @staticmethod
+    def ids(ws: Workspace) -> list[str]:
+        """Run ids, oldest first (they start with their creation time)."""
+        try:
+            names = os.listdir(ws.dir / "runs")
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(n for n in names if (ws.dir / "runs" / n / "events.jsonl").is_file())
+
+    # ----------------------------------------------------------------- paths
+
+    @property
+    def recordings_dir(self) -> Path:
+        return self.dir / "recordings"
+
+    @property
+    def handins_dir(self) -> Path:
+        return self.dir / "handins"
+
+    def recording(self, step_id: str) -> Path:
+        return self.recordings_dir / f"{step_id}.jsonl"
+
+    # ----------------------------------------------------------------- events and state
+
+    def record(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Append an event (fsynced) and fold it into the cached state."""
+        written = self.events.append(event)
+        if self._state is not None:
+            self._state = fold([written], self._state) if self._state.get("lastSeq", 0) == written["seq"] - 1 \
+                else None
+        return written
+
+    def state(self) -> dict[str, Any]:
+        """The state folded from every event (from the snapshot on, when it is current)."""
+        if self._state is not None:
+            newer = self.events.read(after=self._state.get("lastSeq", 0))
+            if newer:
+                self._state = fold(newer, self._state)
+            return self._state
+        snapshot = self._read_snapshot()
+        newer = self.events.read(after=snapshot.get("lastSeq", 0) if snapshot else 0)
+        if not snapshot and not newer:
+            raise RunError(f"run {self.id} has no events", self.events.shown_as)
+        self._state = fold(newer, snapshot or None)
+        return self._state
+
+    def save(self) -> None:
+        """Write `state.json` and `narrative.md` from the events (both derived, both rebuildable)."""
+        state = self.state()
+        atomic_write(self.dir / "state.json", json.dumps(state, indent=2, ensure_ascii=False) + "\n")
+        atomic_write(self.dir / "narrative.md", narrative.render(self.id, self.events.read()))
+
+    def commit(self, git, subject: str) -> str:
+        """Commit the run's history (events, state, narrative) so that git holds the run too."""
+        self.save()
+        paths = [self.dir / name for name in ("events.jsonl", "state.json", "narrative.md")]
+        return git.commit(paths, subject, {"Specflux-Run": self.id, "Specflux-Role": "engine"})
+
+    def _read_snapshot(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.dir / "state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None  # missing or torn: fold from the start
+        return data if isinstance(data, dict) and isinstance(data.get("lastSeq"), int) else None
+
+    def public_state(self) -> dict[str, Any]:
+        return public(self.state())
+
+    # ----------------------------------------------------------------- the engine's lock
+
+    @contextmanager
+    def engine_lock(self) -> Iterator[None]:
+        """Held while an engine drives this run; a second engine is refused."""
+        import fcntl
+
+        fd = os.open(self.dir / "engine.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise RunError(f"run {self.id} is already being driven by another process "
+                               "(use `specflux flow pause/stop` from here)") from None
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+            yield
+        finally:
+            os.close(fd)
+
+    def engine_running(self) -> bool:
+        """Whether some process holds the engine lock now."""
+        import fcntl
+
+        path = self.dir / "engine.lock"
+        if not path.exists():
+            return False
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def finished(self) -> bool:
+        return self.state().get("status") in FINISHED

@@ -1,0 +1,154 @@
+"""What the `flow` commands do, as library calls: start a run, drive it, control it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from ..errors import UsageError
+from .events import RunError
+from .roles import Agents
+from .run import Run
+from .state import FINISHED
+
+if TYPE_CHECKING:
+    from ..store import TaskStateManager
+
+CONTROLS = ("pause", "resume", "stop", "approve", "reject")
+
+
+def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everything: bool = False,
+          workflow: str = "queue", agents: Agents | None = None, max_iterations: int | None = None,
+          token_budget: int | None = None) -> Run:
+    """Create a run over `task_ids` (or every task not complete), in dependency order. The
+    workflow is loaded and checked first: a broken one stops here, before anything is written."""
+    from ..chain import Graph
+    from .workflow import load_workflow
+
+    flow = load_workflow(workflow, manager.ws.dir)
+    graph = Graph.load(manager)
+    for error in graph.broken:
+        raise error
+    wanted = list(dict.fromkeys(task_ids))
+    for task_id in wanted:
+        if task_id not in graph.deps:
+            raise UsageError(f"no task {task_id} (see `specflux list`)")
+    order = graph.order()
+    if wanted and not everything:
+        chosen = [t for t in order if t in wanted]
+    else:
+        chosen = [t for t in order if graph.status[t] != "complete"]
+    if not chosen and flow.start != "planner":
+        raise UsageError("no task to run: every task is complete (name tasks, or create some with `specflux new`)")
+    if max_iterations is not None and max_iterations < 1:
+        raise UsageError("--max-iterations must be at least 1")
+    agents = agents or Agents()
+    git = manager.git
+    if git is not None:
+        git.check_can_commit()
+    created = {
+        "workflow": {"name": flow.name, "version": flow.version, "hash": flow.hash, "source": workflow},
+        "tasks": [_task_entry(manager, t, graph) for t in chosen],
+        "maxIterations": max_iterations,
+        "tokenBudget": token_budget,
+        "baseCommit": _head(git),
+        "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model},
+    }
+    return Run.create(manager.ws, created)
+
+
+def _task_entry(manager: "TaskStateManager", task_id: str, graph) -> dict[str, Any]:
+    doc = manager.load(task_id)
+    meta = doc.metadata
+    return {
+        "id": task_id,
+        "title": doc.title[1],
+        "status": "complete" if doc.status == "complete" else "pending",
+        "priority": meta.get("priority", 3),
+        "complexity": meta.get("complexity", "medium"),
+        "acceptanceCriteria": [item[3] for item in doc.criteria_lines],
+        "dependencies": [d for d in graph.deps.get(task_id, [])],
+    }
+
+
+def _head(git) -> str | None:
+    if git is None:
+        return None
+    from ..vcs import _run
+
+    done = _run(("rev-parse", "--verify", "-q", "HEAD"), git.root)
+    return done.stdout.strip() or None
+
+
+def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *,
+          say: Callable[[str], None] = lambda line: None, allow_changed_workflow: bool = False,
+          moments: dict | None = None) -> dict[str, Any]:
+    """Drive `run` in this process until it completes, fails, pauses or waits for approval."""
+    from .edges import spec_for
+    from .engine import Engine
+    from .roles import Roles
+    from .workflow import load_workflow
+
+    state = run.state()
+    if state["status"] in FINISHED:
+        return state
+    source = _created(run)["workflow"]
+    flow = load_workflow(source.get("source") or state["workflow"], manager.ws.dir)
+    if flow.hash != state.get("workflowHash") and not allow_changed_workflow:
+        raise RunError(f"the workflow {flow.name!r} changed since run {run.id} started (hash "
+                       f"{str(state.get('workflowHash'))[:12]} -> {flow.hash[:12]}); resume with "
+                       "--allow-changed-workflow to use the new one")
+    agents = agents or _agents_of(run)
+    engine = Engine(manager, run, spec_for(flow, manager.ws.root), Roles(manager, run, agents, say), say=say,
+                    moments=moments)
+    return engine.drive()
+
+
+def _created(run: Run) -> dict[str, Any]:
+    first = run.events.read()[0]
+    if first["type"] != "run_created":
+        raise RunError("the first event is not run_created", run.events.shown_as, 1)
+    return first
+
+
+def _agents_of(run: Run) -> Agents:
+    agent = _created(run).get("agent") or {}
+    return Agents(kind=agent.get("kind", "anthropic"), cmd=agent.get("cmd"), model=agent.get("model"))
+
+
+def control(run: Run, action: str, note: str | None = None) -> str:
+    """Record a control request from any terminal; returns what will happen. The engine reads
+    it before its next action (`stop` interrupts the step in flight at once)."""
+    if action not in CONTROLS:
+        raise UsageError(f"unknown control {action!r} (one of: {', '.join(CONTROLS)})")
+    state = run.state()
+    status = state["status"]
+    if status in FINISHED:
+        raise UsageError(f"run {run.id} has ended ({status}); nothing to {action}")
+    running = run.engine_running()
+    if action == "pause":
+        if status == "paused":
+            raise UsageError(f"run {run.id} is already paused ({state.get('pausedFor')})")
+        run.record({"type": "control", "action": "pause", "note": note})
+        return "the run pauses after its current step" if running else \
+            "the run is not being driven now; it stays paused until `flow resume`"
+    if action == "stop":
+        run.record({"type": "control", "action": "stop", "note": note})
+        if not running:  # no engine to obey it: end the run here
+            seq = run.state()["controls"][-1]["seq"]
+            run.record({"type": "control_handled", "control": seq})
+            run.record({"type": "status", "status": "user_exit"})
+            run.save()
+            return "run stopped"
+        return "the run stops now (the step in flight is interrupted and records so)"
+    if action in ("approve", "reject"):
+        if state.get("pausedFor") != "approval" and not any(s["kind"] == "approval" and s["status"] == "WAITING"
+                                                             for s in state["openSteps"].values()):
+            raise UsageError(f"run {run.id} is not waiting for an approval")
+        if action == "reject" and not (note or "").strip():
+            raise UsageError("reject needs --note saying what to change")
+        run.record({"type": "control", "action": action, "note": note})
+        return f"{action}d"
+    # resume
+    if status == "running" and running:
+        raise UsageError(f"run {run.id} is running (in another process)")
+    return "resuming"
