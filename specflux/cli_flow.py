@@ -54,6 +54,11 @@ def add_parsers(sub, emit_json) -> None:
     s.add_argument("run", nargs="?")
     s.add_argument("--json", action="store_true")
 
+    s = fsub.add_parser("replay", help="re-run a whole run offline from its recordings, in a fresh clone at its base "
+                        "commit; exit 1 naming the first step that differs")
+    s.add_argument("run", nargs="?")
+    s.add_argument("--into", metavar="DIR", help="where to clone (default: a new temporary folder)")
+
     for kind in ("review", "tasks"):
         s = sub.add_parser(f"submit-{kind}", help=f"hand in a {'reviewer verdict' if kind == 'review' else 'planner task list'} "
                            "from an agent CLI inside a run (JSON, as the submit_" + kind + " tool takes)")
@@ -202,8 +207,25 @@ def flow_log(args, manager_for) -> int:
     return 0
 
 
+def flow_replay(args, manager_for) -> int:
+    from pathlib import Path
+
+    from .flow.replay import replay
+
+    manager, run = _run(args, manager_for)
+    result = replay(manager, run, Path(args.into) if args.into else None, say=_say)
+    if result.same:
+        print(f"replay of {run.id} matches: {result.steps} step(s), the same decisions, task states and files "
+              f"({result.into})")
+        return 0
+    from .escape import safe
+
+    print(safe(f"replay of {run.id} differs ({result.into}): {result.difference}"), file=sys.stderr)
+    return 1
+
+
 _FLOW = {
-    "start": flow_start, "resume": flow_resume, "status": flow_status, "list": flow_list, "log": flow_log,
+    "start": flow_start, "resume": flow_resume, "replay": flow_replay, "status": flow_status, "list": flow_list, "log": flow_log,
     "pause": _control("pause"), "stop": _control("stop"), "approve": _control("approve"), "reject": _control("reject"),
 }
 

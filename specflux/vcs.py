@@ -450,7 +450,10 @@ class Git:
                 # and what the user staged put back to HEAD's entries
                 resets = _resets(now, {*take, *(path for _, _, path in merged)})
                 if resets is not None and real.is_file():
-                    shutil.copyfile(real, temporary)
+                    # copy2 keeps the index file's mtime: git trusts an entry's stat data only when
+                    # it is older than the index, so a fresh mtime would hide a same-size edit made
+                    # in the same second as the last index write (racy git)
+                    shutil.copy2(real, temporary)
                     for mode, sha, path in resets:
                         args += ["--cacheinfo", f"{mode},{sha},{path}"]
                 else:  # a staged path HEAD does not have (only read-tree takes an entry out)

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import SpecfluxError
+from ..render import now_stamp
 from .decisions import AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext, RequestApproval, RequestWork
 from .roles import Interrupted, StepResult
 from .state import FINISHED, TOKEN_KEYS, in_flight, task_by_id, waiting
@@ -37,10 +38,12 @@ class Engine:
     def __init__(self, manager: "TaskStateManager", run: "Run", spec: "Spec", roles: "Roles", *,
                  say: Callable[[str], None] = lambda line: None,
                  moments: dict[str, tuple[int, int]] | None = None,
+                 stamps: dict[str, str] | None = None,
                  clock: Callable[[], float] = time.time):
-        """`moments`: for a replay, the recorded (now, seed) of each step id."""
+        """`moments` and `stamps`: for a replay, the recorded (now, seed) of each decision and the
+        session time of each step's try (keys `s8#1`)."""
         self.manager, self.run, self.spec, self.roles = manager, run, spec, roles
-        self.say, self.moments, self.clock = say, moments or {}, clock
+        self.say, self.moments, self.stamps, self.clock = say, moments or {}, stamps or {}, clock
 
     # ----------------------------------------------------------------- driving
 
@@ -160,10 +163,14 @@ class Engine:
         if delay and not self.moments and not resumed:  # a retry's backoff (not in a replay)
             self.say(f"waiting {delay:g}s before retrying {step['kind']}")
             time.sleep(float(delay))
+        tries = sum(1 for e in self.run.events.read() if e["type"] == "step_finished" and e["stepId"] == step["stepId"])
+        key = f"{step['stepId']}#{tries + 1}"
+        stamp = self.stamps.get(key) or now_stamp()
         watcher = _StopWatcher(self.run)
         watcher.start()
         try:
-            result = self.roles.perform(step, self.run.state(), resumed=resumed)
+            result = self.roles.perform(step, self.run.state(), resumed=resumed, key=key, stamp=stamp)
+            result.stamp = stamp
         except (Interrupted, KeyboardInterrupt):
             watcher.stop()
             self._interrupted(step, watcher.stopped)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import SpecfluxError
+from ..render import now_stamp
 from .decisions import AgentErrorInfo
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ class StepResult:
     error: AgentErrorInfo | None = None
     chain_output: dict[str, str] | None = None
     commit: str = ""
+    stamp: str | None = None  # the time written in the step's session entry
 
     def to_event(self) -> dict[str, Any]:
         event = {"status": self.status, "output": self.output, "usage": self.usage, "durationMs": self.duration_ms}
@@ -50,6 +52,8 @@ class StepResult:
             event["chainOutput"] = self.chain_output
         if self.commit:
             event["commit"] = self.commit
+        if self.stamp:
+            event["stamp"] = self.stamp
         return event
 
 
@@ -70,11 +74,18 @@ class Roles:
                  say: Callable[[str], None] = lambda line: None):
         self.manager, self.run, self.agents, self.say = manager, run, agents, say
         self._resumed = False
+        self._key = ""
+        self._stamp: str | None = None
 
-    def perform(self, step: dict[str, Any], state: dict[str, Any], resumed: bool = False) -> StepResult:
+    def perform(self, step: dict[str, Any], state: dict[str, Any], resumed: bool = False, key: str = "",
+                stamp: str | None = None) -> StepResult:
         """Do `step`. `resumed`: the engine died during this step before; a session it had
-        finished is not run again, and the work of one it had not is committed as that attempt."""
+        finished is not run again, and the work of one it had not is committed as that attempt.
+        `key` names this try of the step (its recording); `stamp` is the time written in its
+        session entry (a replay passes the recorded one, so that every later context matches)."""
         self._resumed = resumed
+        self._key = key or f"{step['stepId']}#1"
+        self._stamp = stamp
         kind = step["kind"]
         if kind == "coder":
             return self.coder(step, state)
@@ -134,7 +145,8 @@ class Roles:
         backend, edits = self._backend(step, role)
         self._steps.mkdir(parents=True, exist_ok=True)
         handin = self.run.handins_dir / f"{step['stepId']}.json" if self.agents.kind == "command" and role != "coder" else None
-        report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits,
+        clock = (lambda: self._stamp) if self._stamp else now_stamp
+        report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits, clock=clock,
                              role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
                              say=self.say, model=self.agents.model, handin=handin,
                              baseline_path=self._steps / f"{step['stepId']}.baseline.json", **options)
@@ -277,7 +289,9 @@ class Roles:
         if self.agents.kind == "replay":
             from ..agent.anthropic_backend import replay_backend
 
-            source = self.agents.replay_from / "recordings" / f"{step['stepId']}.jsonl"
+            step_id, _, n = self._key.partition("#")
+            source = self.agents.replay_from / "recordings" / (f"{step_id}.jsonl" if n in ("", "1")
+                                                               else f"{step_id}-{n}.jsonl")
             return replay_backend(source), False
         if self.agents.kind == "command":
             from ..agent.command_backend import CommandBackend
@@ -293,7 +307,7 @@ class Roles:
         from ..agent.anthropic_backend import live_backend
 
         self.run.recordings_dir.mkdir(parents=True, exist_ok=True)
-        return live_backend(self.run.recording(step["stepId"]), task_id=task_id), False
+        return live_backend(self.run.recording(self._key), task_id=task_id), False
 
 
 def retry_context(state: dict[str, Any], task_id: str) -> str:

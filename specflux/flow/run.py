@@ -34,10 +34,12 @@ class Run:
     # ----------------------------------------------------------------- finding runs
 
     @classmethod
-    def create(cls, ws: Workspace, created: dict[str, Any]) -> "Run":
+    def create(cls, ws: Workspace, created: dict[str, Any], run_id: str | None = None) -> "Run":
         """A new run folder whose first event is `run_created` (the fields of `created`)."""
-        run_id = f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         run = cls(ws, run_id)
+        if run.events.exists():
+            raise RunError(f"run {run_id} exists already", ws.relative(run.dir))
         from ..workspace import ensure_ignored
 
         ws.ensure_folder(run.dir)
@@ -79,8 +81,10 @@ class Run:
     def handins_dir(self) -> Path:
         return self.dir / "handins"
 
-    def recording(self, step_id: str) -> Path:
-        return self.recordings_dir / f"{step_id}.jsonl"
+    def recording(self, key: str) -> Path:
+        """The recording of one try of a step: `s8#1` -> s8.jsonl, `s8#2` -> s8-2.jsonl."""
+        step_id, _, n = key.partition("#")
+        return self.recordings_dir / (f"{step_id}.jsonl" if n in ("", "1") else f"{step_id}-{n}.jsonl")
 
     # ----------------------------------------------------------------- events and state
 
