@@ -232,6 +232,19 @@ def run_demo(target: Path | None = None, say: Callable[[str], None] = print) -> 
     say("")
     say(f"Ready next: {', '.join('#' + t for t in Graph.load(manager).ready()) or 'nothing'}")
     say("")
+    from .demo_flow import flow_recordings, prepare_flow, run_flow
+
+    prepare_flow(manager, _git)
+    say("A workflow run over two new tasks, #4 -> #5 (coder, the project's tests, reviewer), replayed offline:")
+    state = run_flow(manager, say, flow_recordings())
+    run = state.pop("_run")
+    if state["status"] != "completed":
+        raise UsageError(f"the demo's workflow run ended {state['status']}: {state.get('failureReason')}")
+    say("")
+    say((run.dir / "narrative.md").read_text().rstrip())
+    say("")
+    say(list_table(manager.summaries()))
+    say("")
     say(_git(root, "log", "--format=%h %s").rstrip())
     say(f"""
 What happened:
@@ -240,13 +253,19 @@ What happened:
 - Task #1 grew past the demo's 1 KB archive limit: session 1 moved verbatim to
   .specflux/archives/task-1-archive.md, and the progress log keeps an Archived Summary.
 - Task #1's chain output was wired into task #2's Chain Inputs, and task #2's into task #3.
+- The workflow run: the coder's first try at #4 failed the project's tests (run by the engine,
+  not taken from the agent); the retry was told which test failed and fixed it; the reviewer
+  approved; #4 completed and was wired into #5; the reviewer sent #5 back once, and the coder
+  answered it. Every step is an event in .specflux/runs/, every session a commit.
 
 Look around:
   cd {root}
   specflux show 2
   specflux log 1
   specflux context 3
-  cat .specflux/archives/task-1-archive.md""")
+  cat .specflux/archives/task-1-archive.md
+  specflux flow status
+  specflux flow log""")
     return 0
 
 
@@ -270,6 +289,10 @@ def record(out_dir: Path, say: Callable[[str], None] = print) -> None:
         finally:
             for server in servers:
                 server.__exit__(None, None, None)
+        from .demo_flow import prepare_flow, record_flow
+
+        prepare_flow(manager, _git)
+        record_flow(manager, out_dir, say)
 
 
 if __name__ == "__main__":  # python -m specflux.demo --record [DIR]

@@ -39,11 +39,13 @@ class Engine:
                  say: Callable[[str], None] = lambda line: None,
                  moments: dict[str, tuple[int, int]] | None = None,
                  stamps: dict[str, str] | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time,
+                 stamp_clock: Callable[[], str] = now_stamp):
         """`moments` and `stamps`: for a replay, the recorded (now, seed) of each decision and the
         session time of each step's try (keys `s8#1`)."""
         self.manager, self.run, self.spec, self.roles = manager, run, spec, roles
         self.say, self.moments, self.stamps, self.clock = say, moments or {}, stamps or {}, clock
+        self.stamp_clock = stamp_clock
 
     # ----------------------------------------------------------------- driving
 
@@ -165,7 +167,7 @@ class Engine:
             time.sleep(float(delay))
         tries = sum(1 for e in self.run.events.read() if e["type"] == "step_finished" and e["stepId"] == step["stepId"])
         key = f"{step['stepId']}#{tries + 1}"
-        stamp = self.stamps.get(key) or now_stamp()
+        stamp = self.stamps.get(key) or self.stamp_clock()
         watcher = _StopWatcher(self.run)
         watcher.start()
         try:

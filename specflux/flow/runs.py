@@ -81,7 +81,8 @@ def _head(git) -> str | None:
 
 def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *,
           say: Callable[[str], None] = lambda line: None, allow_changed_workflow: bool = False,
-          moments: dict | None = None, stamps: dict | None = None) -> dict[str, Any]:
+          moments: dict | None = None, stamps: dict | None = None,
+          stamp_clock: Callable[[], str] | None = None) -> dict[str, Any]:
     """Drive `run` in this process until it completes, fails, pauses or waits for approval."""
     from .edges import spec_for
     from .engine import Engine
@@ -99,7 +100,7 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
                        "--allow-changed-workflow to use the new one")
     agents = agents or _agents_of(run)
     engine = Engine(manager, run, spec_for(flow, manager.ws.root), Roles(manager, run, agents, say), say=say,
-                    moments=moments, stamps=stamps)
+                    moments=moments, stamps=stamps, **({"stamp_clock": stamp_clock} if stamp_clock else {}))
     return engine.drive()
 
 
