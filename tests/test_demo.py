@@ -75,7 +75,7 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path, capsys, quiet_python):
     assert code == 0, err
     assert elapsed < 30
     assert "Ready next: #3" in out
-    assert sorted(p.name for p in (target / STATES).iterdir()) == [f"task-{i}-state.md" for i in (1, 2, 3)]
+    assert sorted(p.name for p in (target / STATES).iterdir()) == [f"task-{i}-state.md" for i in (1, 2, 3, 4, 5)]
 
     # Task 1: two sessions, the first archived (the demo's limit is 1 KB).
     one = task_file(target, "1").read_text()
@@ -103,7 +103,9 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path, capsys, quiet_python):
     assert "### From Task #2: slug command line" in task_file(target, "3").read_text()
 
     # One commit per session, with trailers, holding exactly what each session changed.
-    commits = session_commits(target)
+    everything_committed = session_commits(target)
+    first_part = next(i for i, (_, t, files) in enumerate(everything_committed) if "tests/run.py" in files)
+    commits = everything_committed[:first_part]
     assert len(commits) == 4
     assert commits[0][1] == {}  # the project set-up
     assert [(t["Specflux-Task"], t["Specflux-Session"], t["Specflux-Status"]) for _, t, _ in commits[1:]] == [
@@ -118,6 +120,22 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path, capsys, quiet_python):
     assert git(target, "status", "--porcelain") == ""
     # The archived summary names the commit of the session it archived.
     assert f"**Commits:** {commits[1][0][:7]}" in one
+
+    # The workflow run: a failing test fixed on retry, a rejection answered, 4 wired into 5.
+    runs = list((target / ".specflux" / "runs").iterdir())
+    assert len(runs) == 1
+    state = json.loads((runs[0] / "state.json").read_text())
+    assert state["status"] == "completed" and state["taskAttempts"] == {"4": 2, "5": 2}
+    assert state["metrics"]["totalReviews"] == 3
+    narrative = (runs[0] / "narrative.md").read_text()
+    assert "coder finished on task 4: needs_revision, tests failed: tests/test_case.py::test_titlecase" in narrative
+    assert "changes requested: README.md has no example with its output" in narrative
+    assert "Run " + runs[0].name in out and "task 4 is complete" in out
+    assert show(capsys, target, "5")["chain_inputs"][0]["task_id"] == "4"
+    assert show(capsys, target, "5")["status"] == "complete"
+    run_commits = [t for _, t, _ in everything_committed[first_part + 1:]]
+    assert all(t.get("Specflux-Run") == runs[0].name for t in run_commits)
+    assert [t.get("Specflux-Role") for t in run_commits].count("coder") == 4
 
     # What the agents wrote works.
     done = subprocess.run([sys.executable, "-m", "textkit.cli", "Hello World"], cwd=target, capture_output=True,
@@ -172,7 +190,7 @@ def comparable(root: Path) -> dict[str, bytes]:
     out = {}
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root).as_posix()
-        if not p.is_file() or rel.startswith((".git/", ".specflux/locks/")):
+        if not p.is_file() or rel.startswith((".git/", ".specflux/locks/", ".specflux/runs/", ".specflux/cache/")):
             continue
         data = p.read_bytes()
         if b"**Commits:**" in data:
@@ -186,7 +204,16 @@ def test_re_recorded_sessions_replay_to_the_same_files_as_the_shipped_ones(tmp_p
                                                                            fixed_git):
     fresh = tmp_path / "recordings"
     record(fresh, say=lambda line: None)
-    assert sorted(p.name for p in fresh.iterdir()) == sorted(f"{s.name}.jsonl" for s in SESSIONS)
+    assert sorted(p.name for p in fresh.iterdir() if p.is_file()) == sorted(f"{s.name}.jsonl" for s in SESSIONS)
+    import specflux.demo_flow
+
+    shipped_flow = specflux.demo_flow.flow_recordings() / "recordings"
+    assert sorted(p.name for p in (fresh / "flow" / "recordings").iterdir()) == sorted(p.name for p in shipped_flow.iterdir())
+    for path in sorted(shipped_flow.iterdir()):  # the workflow run's sessions are up to date too
+        _, new = load(fresh / "flow" / "recordings" / path.name)
+        _, old = load(path)
+        assert [canonical(r) for _, r, _ in new] == [canonical(r) for _, r, _ in old], path.name
+        assert [resp for _, _, resp in new] == [resp for _, _, resp in old], path.name
 
     # The fresh recordings hold the same exchanges as the shipped ones (up to command output,
     # which replay compares by its first line only): the shipped recordings are up to date.
@@ -202,6 +229,7 @@ def test_re_recorded_sessions_replay_to_the_same_files_as_the_shipped_ones(tmp_p
 
     assert run_demo(tmp_path / "with-shipped", say=lambda line: None) == 0
     monkeypatch.setattr(specflux.demo, "recordings_dir", lambda: fresh)
+    monkeypatch.setattr(specflux.demo_flow, "flow_recordings", lambda: fresh / "flow")
     lines: list[str] = []
     assert run_demo(tmp_path / "with-fresh", say=lines.append) == 0
     assert any("task 2, session 1: end_session, status complete" in line for line in lines)
