@@ -319,10 +319,6 @@ def test_a_rate_limit_outlasting_the_backends_retries_ends_the_session_on_an_err
     assert commits[0]["Specflux-Stop"] == "error" and commits[0]["Specflux-Role"] == "coder"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "roles.py Roles.coder: a session that ends on an API error (stop 'error') still returns an OK step "
-    "(validated like any attempt); the step is an ERROR only when run_session gives no session at all, "
-    "so on_agent_error / retry_or_give_up never sees RATE_LIMIT and _error_info is dead code for the API"))
 def test_a_rate_limited_coder_step_is_an_agent_error_that_on_agent_error_retries(project, api, capsys):
     server = api(*rate_limited(BACKEND_TRIES), *coder_fixes_add(), *reviewer_approves())
 
@@ -403,10 +399,6 @@ def test_the_run_wide_token_budget_stops_before_the_next_step_and_the_model_is_s
 # ------------------------------------------------------------- bugs found (see each reason)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "roles.py retry_context: `attempts` is read after the engine recorded this step's step_started, "
-    "so it already counts the attempt being made, and the header says `attempt {attempts + 1}`: "
-    "the second attempt is announced as attempt 3"))
 def test_the_retry_names_the_attempt_it_is(project, api, capsys):
     attempt_1 = [Reply(calls=[call("write_file", path="src/calc.py", content=TIMES), end("Rewrote add()")])]
     server = api(*attempt_1, *coder_fixes_add(), *reviewer_approves())
@@ -418,10 +410,6 @@ def test_the_retry_names_the_attempt_it_is(project, api, capsys):
     assert "## Why the last attempt failed (attempt 2 of this task)" in retry, retry[retry.index("## Why"):]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "session.py run_session gives a reviewer the coder's sandbox (writes anywhere in the repository) and "
-    "commits whatever its run_command changed; CONTRACT section 4 says a reviewer's tools other than "
-    "submit_review are read-only. The run then accepts code that was neither validated nor reviewed"))
 def test_a_reviewer_cannot_change_the_code_it_reviews(project, api, capsys):
     meddling = [Reply(calls=[call("run_command", command="echo reviewer > hack.txt; echo 'x = 1' >> src/calc.py")]),
                 Reply(calls=[review(True, criteria=((CRITERION_1, True),))])]
@@ -437,10 +425,6 @@ def test_a_reviewer_cannot_change_the_code_it_reviews(project, api, capsys):
     assert git(project, "show", "HEAD:src/calc.py") == RIGHT, "the accepted code is the code that was validated"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine.py Engine._chain_output: when the coder handed over no chain output, the fallback is the task "
-    "file's last session, which after a review is always the reviewer's verdict; task 1's chain output "
-    "(wired into task 2) becomes `Review: approved (1/1 criteria met); met: ...`"))
 def test_without_a_handed_over_chain_output_the_coders_account_is_wired_not_the_verdict(project, api, capsys):
     coder = [Reply(calls=[call("write_file", path="src/calc.py", content=RIGHT), call("check_criterion", index=1),
                           end("Fixed add() to return a + b")])]

@@ -174,6 +174,8 @@ def run_session(
         if sandbox is not None and not sandbox.confined and sandbox.name != "off":
             report.notices.append(sandbox.describe())
         touched: list[Path] = list(restored)
+        if role == "reviewer" and git is not None:
+            _undo_changes(manager, git, baseline, report)
         if role == "reviewer":
             report.review = side.review or getattr(toolbox, "review", None) or _read_handin(handin)
             touched += _record_review(manager, task_id, report, outcome, clock)
@@ -187,6 +189,31 @@ def run_session(
         elif commit and git is None and report.session is not None:
             report.notices.append("not a git repository: specflux works, but does not commit")
     return report
+
+
+def _undo_changes(manager, git, baseline, report: "SessionReport") -> None:
+    """A reviewer's tools are read-only (CONTRACT section 4), but its commands run in a sandbox
+    that may write in the repository: whatever it changed is put back and never committed."""
+    from ..vcs import _run, changed_paths
+
+    states = manager.ws.relative(manager.ws.states_dir)
+    for rel in changed_paths(baseline.fingerprints, git.status_snapshot()):
+        path = git.root / rel
+        if manager.ws.relative(path).startswith(states + "/"):
+            continue  # task files: linted and put back by _restore_broken
+        before = baseline.dirty.get(rel)
+        if before is not None and before.content is None:
+            report.notices.append(f"{rel}: the reviewer changed it and it could not be put back (it was "
+                                  "already changed before the review); check it")
+            continue
+        if before is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(before.content)
+        elif _run(("cat-file", "-e", f"HEAD:{rel}"), git.root).returncode == 0:
+            _run(("checkout", "-q", "HEAD", "--", rel), git.root)
+        else:
+            path.unlink(missing_ok=True)
+        report.notices.append(f"{rel}: the reviewer changed it; put back as it was (a review changes no file)")
 
 
 def _read_handin(path: Path | None) -> dict | None:

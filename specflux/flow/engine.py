@@ -286,16 +286,18 @@ class Engine:
     def _chain_output(self, task_id: str) -> dict[str, str]:
         """What the accepted task hands downstream: the coder's last chain output in this run,
         else the chain output already in its file, else its last session's account."""
-        for e in reversed(self.run.events.read()):
-            if e["type"] == "step_finished" and e.get("taskId") == task_id and e.get("chainOutput"):
+        coder = [e for e in self.run.events.read() if e["type"] == "step_finished" and e.get("taskId") == task_id
+                 and e["kind"] == "coder" and e.get("status") == "OK"]
+        for e in reversed(coder):
+            if e.get("chainOutput"):
                 return e["chainOutput"]
         doc = self.manager.load(task_id)
         out = doc.chain_output()
         if out is not None and out.summary:
             return {"summary": out.summary, "downstream": out.downstream}
-        sessions = doc.sessions()
-        did = "; ".join(sessions[-1].did) if sessions else ""
-        return {"summary": did or f"Task {task_id} was accepted by run {self.run.id}.", "downstream": ""}
+        did = next(((e.get("output") or {}).get("did") for e in reversed(coder) if (e.get("output") or {}).get("did")), None)
+        return {"summary": "; ".join(did) if did else f"Task {task_id} was accepted by run {self.run.id}.",
+                "downstream": ""}
 
     def _outcome(self, decision: Decision, state: dict[str, Any]) -> tuple[str, str | None]:
         if decision.failure_reason:

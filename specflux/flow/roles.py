@@ -108,9 +108,9 @@ class Roles:
                      "and `### For Downstream Tasks` under `## 4. Chain Output` yourself.\n\n" + extra).strip()
         done = self._session(step, "coder", extra_context=extra)
         usage = done["usage"]
-        if done["session"] is None:
-            return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started),
-                              error=_error_info(done["error"] or "the session did not run"))
+        failure = _api_failure(done)
+        if failure is not None:  # the API, not the work, failed: the spec's on_agent_error decides
+            return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
         validation = self._run_tests()
         if validation is not None:
             checked = {"passed": validation.passed, "issues": validation.issues()}
@@ -121,6 +121,8 @@ class Roles:
         status = "complete" if checked["passed"] else ("blocked" if done["stop"] == "error" else "needs_revision")
         output = {"taskId": task_id, "code": done["code"], "status": status, "selfValidation": checked}
         chain = (done["handoff"] or {}).get("chainOutput")
+        if chain is None and done["handoff"]:  # no chain output handed over: the coder's own account
+            output["did"] = done["handoff"]["did"]
         return StepResult("OK", output, validation=validation.to_state() if validation else None, usage=usage,
                           duration_ms=_ms(started), chain_output=chain, commit=done["commit"])
 
@@ -131,7 +133,7 @@ class Roles:
         crash interrupted had already finished. Returns a plain summary, saved before it is used."""
         import json
 
-        saved = self._steps / f"{step['stepId']}.session.json"
+        saved = self._steps / f"{self._key.replace('#', '-')}.session.json"  # one per try of the step
         if saved.is_file():
             return json.loads(saved.read_text(encoding="utf-8"))
         if self._resumed:
@@ -231,6 +233,9 @@ class Roles:
         task_id = step["taskId"]
         started = time.monotonic()
         done = self._session(step, "reviewer", extra_context=self._change_to_review(task_id, state))
+        failure = _api_failure(done)
+        if failure is not None:
+            return StepResult("ERROR", None, usage=done["usage"], duration_ms=_ms(started), error=failure)
         review = done["review"]
         if review is None:
             review = {"approved": False, "criteriaResults": [],
@@ -315,14 +320,14 @@ def retry_context(state: dict[str, Any], task_id: str) -> str:
     tests with their messages, or the reviewer's issues and unmet criteria. Empty on a first try."""
     coder = state.get("coderOutput") or {}
     review = state.get("reviewerOutput") or {}
-    attempts = (state.get("taskAttempts") or {}).get(task_id, 0)
-    if attempts == 0:
+    attempts = (state.get("taskAttempts") or {}).get(task_id, 0)  # this attempt included
+    if attempts <= 1:
         return ""
     last_coder = coder.get("taskId") == task_id
     lines: list[str] = []
     if review.get("taskId") == task_id and not review.get("approved") and \
             (not last_coder or (coder.get("selfValidation") or {}).get("passed")):
-        lines = [f"## Why the last attempt was sent back (attempt {attempts + 1} of this task)",
+        lines = [f"## Why the last attempt was sent back (attempt {attempts} of this task)",
                  "The reviewer requested changes:"]
         lines += [f"- [{i.get('severity')}] {i.get('description')}" for i in review.get("issues", [])]
         unmet = [c.get("criterion") for c in review.get("criteriaResults", []) if not c.get("met")]
@@ -330,10 +335,10 @@ def retry_context(state: dict[str, Any], task_id: str) -> str:
             lines += ["Criteria the reviewer found not met:", *(f"- {c}" for c in unmet)]
     elif (approval := state.get("approvalOutput") or {}) and approval.get("taskId", task_id) == task_id \
             and not approval.get("approved"):
-        lines = [f"## Why the last attempt was sent back (attempt {attempts + 1} of this task)",
+        lines = [f"## Why the last attempt was sent back (attempt {attempts} of this task)",
                  f"A person rejected it: {approval.get('note') or '(no note)'}"]
     elif last_coder and not (coder.get("selfValidation") or {}).get("passed"):
-        lines = [f"## Why the last attempt failed (attempt {attempts + 1} of this task)"]
+        lines = [f"## Why the last attempt failed (attempt {attempts} of this task)"]
         issues = (coder.get("selfValidation") or {}).get("issues") or []
         lines += ["The tests failed:", *(f"- {issue}" for issue in issues)] if issues else \
             ["The attempt did not pass."]
@@ -357,6 +362,16 @@ def _ms(started: float) -> int:
 def _code_summary(report) -> str:
     files = [p for p in report.changed if not p.startswith(".specflux/")]
     return (f"commit {report.commit[:12]}: " if report.commit else "") + (", ".join(files) or "no files changed")
+
+
+def _api_failure(done: dict[str, Any]) -> AgentErrorInfo | None:
+    """The session did not run, or stopped on a rate limit, an overload or a timeout of the API."""
+    if done["session"] is None:
+        return _error_info(done["error"] or "the session did not run")
+    if done["stop"] != "error" or not done["error"]:
+        return None
+    info = _error_info(done["error"])
+    return info if info.type != "ERROR" else None
 
 
 def _error_info(message: str) -> AgentErrorInfo:
