@@ -128,7 +128,7 @@ def test_duplicate_sections_duplicate_keys_and_a_bom_are_lint_findings_with_line
     dup_key = [i for i, ln in enumerate(lines) if '"status"' in ln][1] + 1
     dup_log = [i for i, ln in enumerate(lines) if ln == "## 3. Progress Log"][1] + 1
     err = refused(capsys, ws, "lint")
-    assert f"task-1-state.md:1: the file starts with a UTF-8 byte-order mark" in err
+    assert "task-1-state.md:1: the file starts with a UTF-8 byte-order mark" in err
     assert f'task-1-state.md:{dup_key}: metadata key "status" is written twice' in err
     assert f"task-1-state.md:{dup_log}: a second `## 3. Progress Log` section" in err
     shown = ok(capsys, ws, "show", "1", "--json")
