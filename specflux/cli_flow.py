@@ -81,6 +81,34 @@ def _say(line: str) -> None:
     print(f"[flow] {safe(line)}", file=sys.stderr, flush=True)
 
 
+class Progress:
+    """What a run in the foreground prints: on a terminal, each line with where the run stands
+    (elapsed, current task, role and attempt, tokens so far); into a pipe, plain lines."""
+
+    def __init__(self, run, stream=None):
+        import time
+
+        self.run, self.stream, self.started = run, stream or sys.stderr, time.monotonic()
+        self.live = hasattr(self.stream, "isatty") and self.stream.isatty() and not os.environ.get("NO_COLOR")
+
+    def __call__(self, line: str) -> None:
+        from .escape import safe
+
+        if not self.live:
+            print(f"[flow] {safe(line)}", file=self.stream, flush=True)
+            return
+        import time
+
+        state = self.run.state()
+        elapsed = int(time.monotonic() - self.started)
+        step = next((s for s in state.get("openSteps", {}).values() if s["status"] == "RUNNING"), None)
+        where = f"task {step['taskId']} {step['kind']} #{state['taskAttempts'].get(step['taskId'], 0)}" \
+            if step and step.get("taskId") else state.get("status", "")
+        tokens = sum(state["metrics"][k] for k in ("inputTokens", "outputTokens"))
+        head = f"{elapsed // 60:02d}:{elapsed % 60:02d} {where} {tokens / 1000:.1f}k tok"
+        print(f"\x1b[2m[{head}]\x1b[0m {safe(line)}", file=self.stream, flush=True)
+
+
 def _finish(run, state) -> int:
     status = state["status"]
     why = state.get("pausedFor") or state.get("failureReason")
@@ -110,7 +138,7 @@ def flow_start(args, manager_for) -> int:
     run = runs.start(manager, args.ids, everything=args.all, workflow=args.workflow, agents=agents,
                      max_iterations=args.max_iterations, token_budget=args.token_budget)
     print(run.id, flush=True)
-    state = runs.drive(manager, run, agents, say=_say)
+    state = runs.drive(manager, run, agents, say=Progress(run))
     return _finish(run, state)
 
 
@@ -126,7 +154,7 @@ def flow_resume(args, manager_for) -> int:
 
     manager, run = _run(args, manager_for)
     print(runs.control(run, "resume"), file=sys.stderr)
-    state = runs.drive(manager, run, say=_say, allow_changed_workflow=args.allow_changed_workflow)
+    state = runs.drive(manager, run, say=Progress(run), allow_changed_workflow=args.allow_changed_workflow)
     return _finish(run, state)
 
 
@@ -137,7 +165,7 @@ def _control(action):
         manager, run = _run(args, manager_for)
         print(f"run {run.id}: {runs.control(run, action, getattr(args, 'note', None))}")
         if action in ("approve", "reject") and not run.engine_running():
-            state = runs.drive(manager, run, say=_say)
+            state = runs.drive(manager, run, say=Progress(run))
             return _finish(run, state)
         return 0
 
@@ -212,7 +240,7 @@ def flow_replay(args, manager_for) -> int:
     from .flow.replay import replay
 
     manager, run = _run(args, manager_for)
-    result = replay(manager, run, Path(args.into) if args.into else None, say=_say)
+    result = replay(manager, run, Path(args.into) if args.into else None, say=Progress(run))
     if result.same:
         print(f"replay of {run.id} matches: {result.steps} step(s), the same decisions, task states and files "
               f"({result.into})")

@@ -312,3 +312,77 @@ def test_kill_9_at_many_points_then_resume_ends_as_it_would_have(project, tmp_pa
     assert len(sessions) >= state["taskMetrics"]["1"]["attempts"] + state["taskMetrics"]["1"]["reviews"] + len(crashed) - 1
     assert open(project / "src" / "calc.py").read() == RIGHT
     assert git(project, "status", "--porcelain", "--", "src").strip() == "", "all the work is committed"
+
+
+def test_progress_shows_where_the_run_stands_on_a_terminal_and_plain_lines_in_a_pipe(project, tmp_path):
+    import io
+
+    from specflux.cli_flow import Progress
+    from specflux.flow.run import Run
+    from specflux.workspace import Workspace
+
+    env = plan(tmp_path, coder__1=[FIX], coder__2=[DOCS], reviewer=[{"approved": True}])
+    assert start(project, env).returncode == 0
+    run_ = Run.find(Workspace(project))
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    pipe, tty = io.StringIO(), Terminal()
+    Progress(run_, pipe)("coder on task 1")
+    Progress(run_, tty)("coder on task 1")
+    assert pipe.getvalue() == "[flow] coder on task 1\n"
+    assert "\x1b[2m[00:00 completed 0.0k tok]\x1b[0m coder on task 1" in tty.getvalue()
+
+
+ONE_SHOT_SPEC = '''
+from specflux.flow.decisions import Annotate, Decision, RequestWork, retry_or_give_up
+
+
+class OneShot:
+    """Each task gets one coder try; it is accepted when the tests pass, else failed."""
+
+    name = "one-shot"
+
+    def on_agent_completed(self, state, response, ctx):
+        tasks = state["tasks"]
+        if response.work_kind == "BOOT":
+            return Decision(f"boot-{ctx.now}", (RequestWork("coder", {"taskId": tasks[0]["id"]}),))
+        passed = response.content["selfValidation"]["passed"]
+        verdict = Annotate(("accepted:" if passed else "failed:") + response.task_id, {"reason": "one try"})
+        index = next(i for i, t in enumerate(tasks) if t["id"] == response.task_id)
+        if index + 1 < len(tasks) and passed:
+            return Decision(f"next-{ctx.now}", (verdict, RequestWork("coder", {"taskId": tasks[index + 1]["id"]})))
+        return Decision(f"end-{ctx.now}", (verdict,), finalize=True)
+
+    def on_agent_error(self, state, work_kind, error, attempt):
+        return retry_or_give_up(state, work_kind, error, attempt)
+
+
+class Factory:
+    name = "one-shot"
+    version = "1.0"
+
+    def create(self, context):
+        return OneShot()
+
+    def describe(self):
+        return {"name": self.name, "version": self.version, "requiredWorkKinds": ["coder"]}
+'''
+
+
+def test_python_decision_logic_from_a_workflow_file_drives_the_run(project, tmp_path):
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "oneshot.py").write_text(ONE_SHOT_SPEC)
+    (project / ".specflux" / "workflows").mkdir()
+    (project / ".specflux" / "workflows" / "oneshot.toml").write_text('name = "oneshot"\nspec = "oneshot:Factory"\n')
+    env = plan(tmp_path, coder__1=[FIX], coder__2=[DOCS])
+    env["PYTHONPATH"] = str(specs) + os.pathsep + env["PYTHONPATH"]
+    done = start(project, env, "--workflow", "oneshot")
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = status(project)
+    assert state["status"] == "completed" and state["workflow"] == "oneshot"
+    assert [t["status"] for t in state["tasks"]] == ["complete", "complete"]
+    assert state["metrics"]["totalReviews"] == 0, "this workflow has no reviewer"
