@@ -505,9 +505,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(safe(f"specflux: {e}" if not e.path else str(e)), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while leaving changes nothing
         print("specflux: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -521,5 +518,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The `specflux` program: `main` with the process's Ctrl-C policy. The first Ctrl-C interrupts
+    (the command records and undoes what it must); every later one is ignored, so that pressing it
+    again and again never cuts the clean-up short or prints a traceback on the way out."""
+    import signal
+
+    interrupted = False
+
+    def on_interrupt(signum, frame):
+        nonlocal interrupted
+        if not interrupted:
+            interrupted = True
+            raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started ignoring it (nohup, &): keep that
+        signal.signal(signal.SIGINT, on_interrupt)
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

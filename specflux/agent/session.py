@@ -530,9 +530,6 @@ def run_from_args(manager: "TaskStateManager", args) -> int:
     if report.error:
         print(f"specflux: {report.error}", file=sys.stderr)
     if report.stop == "interrupted":
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # more Ctrl-C while leaving changes nothing
         return 130
     return 0 if report.ok else 1
 
