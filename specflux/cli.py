@@ -335,6 +335,92 @@ def cmd_run(args) -> int:
     return run_from_args(_manager(args, commit=not args.no_commit), args)
 
 
+@command("plan")
+def cmd_plan(args) -> int:
+    from .escape import safe
+    from .flow.plan import new_recording, plan
+
+    manager = _manager(args, commit=False)
+    handin = None
+    if args.agent == "command":
+        import os
+
+        from .agent.command_backend import CommandBackend
+        from .errors import UsageError
+
+        if not args.cmd:
+            raise UsageError('--agent command needs --cmd "the agent command line"')
+        handin = manager.ws.dir / "runs" / f"plan-handin-{os.getpid()}.json"
+        manager.ws.ensure_folder(handin.parent)
+        env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
+        backend = CommandBackend(args.cmd, timeout_s=manager.ws.config.agent.session_timeout_s, env=env)
+    elif args.agent == "replay":
+        from .agent.anthropic_backend import replay_backend
+        from .errors import UsageError
+
+        if not args.recording:
+            raise UsageError("--agent replay needs --recording PATH")
+        backend = replay_backend(Path(args.recording))
+    else:
+        from .agent.anthropic_backend import live_backend
+
+        backend = live_backend(new_recording(manager.ws))
+    try:
+        result = plan(manager, Path(args.prd), backend, dry_run=args.dry_run, command_agent=handin is not None,
+                      handin=handin, model=args.model)
+    finally:
+        if handin is not None:
+            handin.unlink(missing_ok=True)
+    if args.json:
+        emit_json({"prd": result.prd, "summary": result.summary, "created": result.created, "tasks": [
+            {"id": d.task_id, "key": d.key, "title": d.title, "priority": d.priority, "complexity": d.complexity,
+             "dependencies": d.dependencies, "criteria": d.criteria} for d in result.drafts]})
+        return 0
+    from .views import table
+
+    rows = [[d.task_id, str(d.priority), d.complexity, ",".join(d.dependencies) or "-", d.title] for d in result.drafts]
+    print(safe(table(["ID", "PRIORITY", "COMPLEXITY", "DEPS", "TITLE"], rows)))
+    s = result.summary
+    by = ", ".join(f"priority {k}: {v}" for k, v in s["byPriority"].items())
+    print(f"\n{s['totalTasks']} task(s) ({by}); estimated size: {s['estimatedComplexity']}")
+    print("nothing was written (--dry-run)" if args.dry_run else f"created {', '.join(result.created)} from {result.prd}")
+    return 0
+
+
+@command("import")
+def cmd_import(args) -> int:
+    from .escape import safe
+    from .importers.apply import apply, read_source
+
+    manager = _manager(args, commit=False)
+    source = Path(args.path).resolve()
+    try:
+        shown = source.relative_to(manager.ws.root).as_posix()
+    except ValueError:
+        shown = str(source)
+    result = read_source(source, args.format, shown)
+    done = apply(manager, result, dry_run=args.dry_run)
+    for warning in done.warnings:
+        print(safe(str(warning)), file=sys.stderr)
+    if args.json:
+        emit_json({"format": done.format, "created": done.created, "existing": done.existing,
+                   "warnings": [{"path": w.path, "line": w.line, "message": w.message} for w in done.warnings],
+                   "tasks": [{"id": d.task_id, "title": d.title, "status": d.status, "dependencies": d.dependencies,
+                              "criteria": d.criteria, "metadata": d.metadata} for d in done.drafts]})
+        return 0
+    if args.dry_run:
+        from .views import table
+
+        rows = [[d.task_id, d.status, ",".join(d.dependencies) or "-", d.title] for d in done.drafts]
+        print(safe(table(["ID", "STATUS", "DEPS", "TITLE"], rows)) if rows else "no tasks found")
+        print(f"\n{len(done.created)} task(s) would be created, {len(done.existing)} exist already "
+              f"({done.format}, {shown}); nothing was written")
+        return 0
+    print(f"{len(done.created)} task(s) created, {len(done.existing)} already there ({done.format}, {shown})"
+          + (f"; {len(done.warnings)} warning(s)" if done.warnings else ""))
+    return 0
+
+
 @command("flow")
 def cmd_flow(args) -> int:
     from .cli_flow import run_flow
@@ -465,6 +551,23 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--token-budget", type=int)
     s.add_argument("--timeout", type=float, help="seconds before a command agent is stopped")
     s.add_argument("--no-commit", action="store_true")
+
+    s = cmd("plan", "a planner agent turns a requirements document into task files")
+    s.add_argument("prd", metavar="PRD", help="the requirements document (linked from each task, not copied)")
+    s.add_argument("--dry-run", action="store_true", help="show the tasks and write nothing")
+    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic")
+    s.add_argument("--cmd", help="the agent command line (--agent command); it hands in with specflux submit-tasks")
+    s.add_argument("--recording", help="a JSONL recording to replay (--agent replay)")
+    s.add_argument("--model")
+    s.add_argument("--json", action="store_true")
+
+    s = cmd("import", "task files from a spec-kit tasks.md, a Backlog.md folder, a Taskmaster tasks.json or a "
+                      "harness feature_list.json")
+    s.add_argument("path", metavar="PATH")
+    s.add_argument("--format", choices=["spec-kit", "backlog", "taskmaster", "harness"],
+                   help="the source's format (default: from the path and its content)")
+    s.add_argument("--dry-run", action="store_true", help="show the tasks and write nothing")
+    s.add_argument("--json", action="store_true")
 
     s = cmd("demo", "a complete offline walk-through in a fresh folder")
     s.add_argument("dir", nargs="?")

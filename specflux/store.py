@@ -210,8 +210,13 @@ class TaskStateManager:
         requirements: str = "",
         criteria: Iterable[str] = (),
         status: str = "pending",
+        checked: Iterable[bool] = (),
+        extra: dict | None = None,
     ) -> Outcome:
-        """Write a new task file from the template, wiring in upstream outputs that already exist."""
+        """Write a new task file from the template, wiring in upstream outputs that already exist.
+
+        `checked` ticks criteria as they are created (an import of done work); `extra` adds metadata keys
+        after the standard ones (where an imported task came from, its phase, ...)."""
         if not title.strip():
             raise UsageError("a task needs a title")
         deps = [check_id(d) for d in dependencies]
@@ -229,6 +234,9 @@ class TaskStateManager:
             if deps:
                 metadata["dependencies"] = [json_id(d) for d in deps]
             metadata["total_sessions"] = 0
+            for key, value in dict(extra or {}).items():
+                if key not in metadata:
+                    metadata[key] = value
             epic = None
             if epic_title or epic_id:
                 epic = f"{epic_title or 'Epic'} (#{epic_id})" if epic_id else epic_title
@@ -250,6 +258,9 @@ class TaskStateManager:
                 from .chain import wire_into
 
                 text = wire_into(doc, self._upstream_outputs(deps))
+                ticks = [i for i, on in enumerate(checked, 1) if on]
+                if ticks:
+                    text = TaskDocument(text, doc.path).check_many(ticks, True)[0]
                 pending.files.write(self.path(task_id), text)
         return outcome
 
@@ -372,6 +383,7 @@ class TaskStateManager:
                     min(e.start for e in edits))
             text = fit(task_id, written, self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
+            self._write_back(task_id, written.metadata.get("source"), pending.files, outcome)
             upstream = upstream_from(task_id, TaskDocument(text, doc.path))
             outcome.wired = wire_dependents(self, upstream, dependents, pending.files, outcome)
             if commit:
@@ -499,6 +511,21 @@ class TaskStateManager:
 
         check_writable(path, self.ws.relative(path))
         pending.files.remove(path)
+
+    def _write_back(self, task_id: str, source, files: ChangeSet, outcome: Outcome) -> None:
+        """An imported task completes: tick it in its spec-kit tasks.md or feature_list.json too
+        (one line, in the same change and commit)."""
+        if not isinstance(source, dict) or source.get("format") not in ("spec-kit", "harness"):
+            return
+        from .importers.writeback import write_back
+
+        def read(rel: str) -> str:
+            path = self.ws.root / rel
+            return files.text_of(path) or read_text(path, rel)
+
+        changed = write_back(source, task_id, read, lambda rel, text: files.write(self.ws.root / rel, text))
+        if changed:
+            outcome.notices.append(f"ticked task {task_id} in {changed}")
 
     def _upstream_outputs(self, deps: Iterable[str]) -> list["Upstream"]:
         from .chain import upstream_of

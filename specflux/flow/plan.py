@@ -1,0 +1,185 @@
+"""The planner role (seed 000's spec agent): a requirements document in, task files out.
+
+The planner is a session with read access to the repository and one tool, `submit_tasks`; a
+hand-in with repeated keys, unknown or circular dependencies or a task without criteria is
+refused back to it with the reason (agent/handin.py), so it corrects itself. The PRD is linked
+from each task's Context, never copied into it (seed 002: embed what every session needs, link
+the rest).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import AgentError, UsageError
+from ..workspace import ID_PATTERN
+
+if TYPE_CHECKING:
+    from ..store import TaskStateManager
+
+PLANNER_SYSTEM = """\
+You are the planner of a software project. Turn the requirements document you are given into a
+queue of tasks for coding agents: each task a few hours of work for one agent session or a few,
+with 2-5 sentences of requirements, acceptance criteria that a test or a reviewer can check,
+a priority (1 highest to 5 lowest), a complexity (simple, medium, complex) and the keys of the
+tasks it depends on. Read the repository first (read_file, list_files, search) so that the tasks
+fit what exists. Do not write code.
+
+{handin}"""
+
+HANDIN_TOOL = """Hand in the whole list once with the submit_tasks tool. If it is refused, fix what
+the refusal names and call submit_tasks again."""
+
+HANDIN_COMMAND = """Hand in the whole list by running `specflux submit-tasks --json -` with
+{"tasks": [{"key", "title", "requirements", "acceptance_criteria": [...], "priority": 1-5,
+"complexity": "simple"|"medium"|"complex", "dependencies": [keys]}], "summary": {"totalTasks",
+"byPriority", "estimatedComplexity": "hours"|"days"|"weeks"}} on its standard input. If it is
+refused, fix what it names and run it again. Do not write code and do not commit."""
+
+HOURS = {"simple": 2, "medium": 4, "complex": 8}
+
+
+@dataclass
+class PlannedDraft:
+    task_id: str
+    key: str
+    title: str
+    requirements: str
+    criteria: list[str]
+    priority: int
+    complexity: str
+    dependencies: list[str]
+
+
+@dataclass
+class PlanResult:
+    prd: str
+    drafts: list[PlannedDraft] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    stop: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class _Hooks:
+    """A planner session changes no task: nothing to check or end."""
+
+    def check_criterion(self, index: int) -> str:
+        raise AgentError("the planner has no task to check")
+
+    def end_session(self, handoff) -> str:
+        raise AgentError("the planner hands in with submit_tasks")
+
+
+def plan(manager: "TaskStateManager", prd: Path, backend, *, dry_run: bool = False, command_agent: bool = False,
+         handin: Path | None = None, model: str | None = None, say: Callable[[str], None] = lambda line: None
+         ) -> PlanResult:
+    """Run the planner on `prd`; create the task files unless `dry_run`."""
+    from ..agent.backend import SessionRequest
+    from ..agent.tools import Toolbox
+
+    ws = manager.ws
+    if not prd.is_file():
+        raise UsageError(f"no requirements document at {prd}")
+    rel = _relative(ws.root, prd)
+    preflight = getattr(backend, "preflight", None)
+    if preflight is not None:
+        preflight()
+    cfg = ws.config.agent
+    system = PLANNER_SYSTEM.format(handin=HANDIN_COMMAND if command_agent else HANDIN_TOOL)
+    existing = [f"- #{r.id}: {r.title} ({r.status})" for r in manager.summaries() if r.error is None]
+    context = "\n".join([
+        f"# Plan the tasks of `{rel}`",
+        "",
+        f"The requirements document is `{rel}` (read it with read_file).",
+        "",
+        "Tasks that exist already (do not plan them again; you may depend on them by their number):",
+        *(existing or ["(none)"]),
+    ])
+    request = SessionRequest(system=system, context=context, model=model or cfg.model, max_turns=cfg.max_turns,
+                             token_budget=cfg.token_budget, max_tokens=cfg.max_tokens, task_id=None)
+    toolbox = Toolbox(ws.root, _Hooks(), command_timeout_s=cfg.command_timeout_s,
+                      read_only=(ws.relative(ws.dir),), role="planner")
+    try:
+        outcome = backend.run(request, toolbox)
+    finally:
+        toolbox.close()
+    task_plan = toolbox.tasks
+    if task_plan is None and handin is not None:
+        from ..agent.handin import check_tasks, read_handin
+
+        found = read_handin(handin, "tasks")
+        task_plan = check_tasks(found["data"]) if found else None
+    if task_plan is None:
+        raise AgentError(f"the planner handed in no tasks (it stopped: {outcome.stop}"
+                         + (f", {outcome.error}" if outcome.error else "") + ")")
+    result = PlanResult(rel, stop=outcome.stop, usage={"inputTokens": outcome.usage.input_tokens,
+                                                       "outputTokens": outcome.usage.output_tokens})
+    result.drafts = _drafts(manager, task_plan)
+    result.summary = _summary(task_plan, result.drafts)
+    if not dry_run:
+        for draft in result.drafts:
+            link = _relative(ws.states_dir, prd, posix_up=True)
+            manager.create(
+                draft.title, task_id=draft.task_id, dependencies=draft.dependencies,
+                requirements=f"{draft.requirements}\n\nFrom the requirements: [{rel}]({link})",
+                criteria=draft.criteria,
+                extra={"priority": draft.priority, "complexity": draft.complexity,
+                       "source": {"path": rel, "key": draft.key, "format": "plan"}},
+            )
+            result.created.append(draft.task_id)
+    return result
+
+
+def _drafts(manager: "TaskStateManager", task_plan) -> list[PlannedDraft]:
+    """Task ids for the plan's keys: a key that is a valid, unused id stays; others get numbers."""
+    taken = set(manager.ws.task_ids())
+    ids: dict[str, str] = {}
+    numbers = [int(t) for t in taken if t.isdigit()]
+    next_number = max(numbers, default=0) + 1
+    for task in task_plan.tasks:
+        if ID_PATTERN.fullmatch(task.key) and not task.key.isdigit() and task.key not in taken:
+            ids[task.key] = task.key
+        else:
+            while str(next_number) in taken:
+                next_number += 1
+            ids[task.key] = str(next_number)
+            next_number += 1
+        taken.add(ids[task.key])
+    out = []
+    for task in task_plan.tasks:
+        deps = [ids.get(d, d.lstrip("#")) for d in task.dependencies]
+        out.append(PlannedDraft(ids[task.key], task.key, task.title, task.requirements, list(task.acceptance_criteria),
+                                task.priority, task.complexity, deps))
+    return out
+
+
+def _summary(task_plan, drafts: list[PlannedDraft]) -> dict[str, Any]:
+    """The seed's summary: count, by priority, estimated size (the planner's, else from complexity)."""
+    by_priority: dict[str, int] = {}
+    for d in drafts:
+        by_priority[str(d.priority)] = by_priority.get(str(d.priority), 0) + 1
+    hours = sum(HOURS[d.complexity] for d in drafts)
+    estimate = "hours" if hours <= 8 else "days" if hours <= 80 else "weeks"
+    if task_plan.summary is not None:
+        estimate = task_plan.summary.estimatedComplexity
+    return {"totalTasks": len(drafts), "byPriority": dict(sorted(by_priority.items())), "estimatedComplexity": estimate}
+
+
+def _relative(base: Path, path: Path, posix_up: bool = False) -> str:
+    """`path` relative to `base` (with `..` when `posix_up`), or absolute when it cannot be."""
+    if posix_up:
+        return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def new_recording(ws) -> Path:
+    ws.recordings_dir.mkdir(parents=True, exist_ok=True)
+    return ws.recordings_dir / f"plan-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"

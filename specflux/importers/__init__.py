@@ -1,0 +1,1 @@
+"""Task files from what people already have: spec-kit tasks.md, Backlog.md, Taskmaster, harness files."""

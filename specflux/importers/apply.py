@@ -1,0 +1,145 @@
+"""From a source on disk to task files: detect its format, read it, parse it (the importers are
+pure), and create the tasks through the TaskStateManager.
+
+Importing the same source again changes nothing: a task whose file exists is left as it is (and
+counted as such). The source's facts go into each task's metadata (`source`, `phase`, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import NotFoundError, UsageError
+from ..files import read_text
+from .drafts import ImportResult, ImportWarning, TaskDraft
+
+if TYPE_CHECKING:
+    from ..store import TaskStateManager
+
+FORMATS = ("spec-kit", "backlog", "taskmaster", "harness")
+
+
+@dataclass
+class Imported:
+    format: str
+    created: list[str] = field(default_factory=list)
+    existing: list[str] = field(default_factory=list)
+    warnings: list[ImportWarning] = field(default_factory=list)
+    drafts: list[TaskDraft] = field(default_factory=list)
+
+
+def detect(path: Path) -> str:
+    """The format of `path`, from its name and (for JSON) its shape."""
+    if path.is_dir():
+        if (path / "tasks").is_dir() or (path / "completed").is_dir() or path.name == "backlog":
+            return "backlog"
+        if (path / "backlog").is_dir():
+            return "backlog"
+        raise UsageError(f"{path}: a folder, but not a Backlog.md folder (no tasks/ in it); give --format")
+    name = path.name.lower()
+    if name.endswith(".json"):
+        if "feature" in name:
+            return "harness"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{path}: cannot read it as JSON ({e}); give --format") from None
+        if isinstance(data, list) or (isinstance(data, dict) and "features" in data):
+            return "harness"
+        return "taskmaster"
+    if name.endswith(".md"):
+        return "spec-kit"
+    raise UsageError(f"{path}: cannot tell its format from its name; give --format ({', '.join(FORMATS)})")
+
+
+def read_source(path: Path, fmt: str | None, shown_as: str) -> ImportResult:
+    """Parse the source at `path` (shown to the user as `shown_as`)."""
+    if not path.exists():
+        raise NotFoundError(f"no such file or folder: {shown_as}")
+    fmt = fmt or detect(path)
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
+    if fmt == "backlog":
+        from .backlog import parse_folder
+
+        root = path / "backlog" if (path / "backlog").is_dir() and not (path / "tasks").is_dir() else path
+        files = {p.relative_to(root).as_posix(): read_text(p, _join(shown_as, p.relative_to(root).as_posix()))
+                 for p in sorted(root.rglob("*.md")) if p.is_file()}
+        result = parse_folder(files)
+        for draft in result.drafts:  # the folder's paths as the user sees them
+            source = draft.metadata.get("source")
+            if isinstance(source, dict) and "path" in source:
+                source["path"] = _join(shown_as, source["path"])
+        return result
+    text = read_text(path, shown_as)
+    if fmt == "spec-kit":
+        from .speckit import parse
+
+        return parse(text, shown_as)
+    if fmt == "taskmaster":
+        from .taskmaster import parse
+
+        return parse(text, shown_as)
+    from .harness import parse
+
+    progress = path.with_name("claude-progress.txt")
+    return parse(text, shown_as, progress.read_text(encoding="utf-8", errors="replace") if progress.is_file() else None)
+
+
+def _join(folder: str, name: str) -> str:
+    return f"{folder.rstrip('/')}/{name}"
+
+
+def apply(manager: "TaskStateManager", result: ImportResult, dry_run: bool = False) -> Imported:
+    """Create a task file per draft that does not exist yet (dependencies first)."""
+    out = Imported(result.format, warnings=list(result.warnings), drafts=result.drafts)
+    for draft in result.drafts:  # write-back needs to know what the source is
+        source = draft.metadata.get("source")
+        if isinstance(source, dict):
+            source.setdefault("format", result.format)
+    known = {d.task_id for d in result.drafts}
+    for draft in _dependencies_first(result.drafts):
+        if manager.path(draft.task_id).exists():
+            out.existing.append(draft.task_id)
+            continue
+        if dry_run:
+            out.created.append(draft.task_id)
+            continue
+        deps = [d for d in draft.dependencies if d in known or manager.path(d).is_file()]
+        manager.create(
+            draft.title,
+            task_id=draft.task_id,
+            dependencies=deps,
+            requirements=draft.requirements,
+            criteria=draft.criteria or [draft.title],
+            status=draft.status,
+            checked=draft.checked,
+            extra=draft.metadata,
+        )
+        out.created.append(draft.task_id)
+    return out
+
+
+def _dependencies_first(drafts: list[TaskDraft]) -> list[TaskDraft]:
+    """Drafts with each one's dependencies before it where possible, else in source order."""
+    by_id = {d.task_id: d for d in drafts}
+    done: set[str] = set()
+    order: list[TaskDraft] = []
+
+    def visit(draft: TaskDraft, stack: set[str]) -> None:
+        if draft.task_id in done or draft.task_id in stack:
+            return
+        stack.add(draft.task_id)
+        for dep in draft.dependencies:
+            if dep in by_id:
+                visit(by_id[dep], stack)
+        stack.discard(draft.task_id)
+        done.add(draft.task_id)
+        order.append(draft)
+
+    for draft in drafts:
+        visit(draft, set())
+    return order

@@ -1,0 +1,99 @@
+"""Write-back: when a task imported from a spec-kit `tasks.md` or a harness `feature_list.json`
+completes, tick it in the source too, changing that one line and nothing else, in the file's own
+line endings; the change rides in the same commit as the completion.
+
+Pure functions from the source's text to its new text (or None when the task's line cannot be
+found as it was imported: the source was edited since, and a wrong tick would be worse than none).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping
+
+_BOX = re.compile(r"\[ \]")
+
+
+def tick_tasks_md(text: str, line: int, task_id: str) -> str | None:
+    """`text` with the checkbox on 1-based `line` ticked, if that line is still the task's."""
+    lines = re.split(r"(\r\n|\n|\r)", text)  # lines at even indices, their endings after them
+    index = (line - 1) * 2
+    if line < 1 or index >= len(lines):
+        return None
+    current = lines[index]
+    if not re.search(rf"(?<![A-Za-z0-9]){re.escape(task_id)}(?![A-Za-z0-9])", current) and task_id not in current:
+        return None
+    if "[x]" in current or "[X]" in current:
+        return text  # already ticked
+    m = _BOX.search(current)
+    if m is None:
+        return None
+    lines[index] = current[: m.start()] + "[x]" + current[m.end():]
+    return "".join(lines)
+
+
+def pass_feature(text: str, feature: Any) -> str | None:
+    """`text` with `"passes": false` of the feature set to true. `feature` is its index in the
+    features list, or its `id`; only the characters of that one value change."""
+    data = json.loads(text)
+    features = data if isinstance(data, list) else data.get("features") if isinstance(data, dict) else None
+    if not isinstance(features, list):
+        return None
+    index = feature if isinstance(feature, int) else next(
+        (i for i, f in enumerate(features) if isinstance(f, dict) and str(f.get("id")) == str(feature)), None)
+    if index is None or not 0 <= index < len(features):
+        return None
+    if features[index].get("passes") is True:
+        return text
+    start, end = _span_of_element(text, data, index)
+    m = re.search(r'("passes"\s*:\s*)false\b', text[start:end])
+    if m is None:
+        return None
+    at = start + m.start() + len(m.group(1))
+    return text[:at] + "true" + text[at + len("false"):]
+
+
+def _span_of_element(text: str, data: Any, index: int) -> tuple[int, int]:
+    """Character span of element `index` of the features array in `text`."""
+    decoder = json.JSONDecoder()
+    pos = 0
+    if isinstance(data, dict):
+        key = re.search(r'"features"\s*:\s*\[', text)
+        pos = key.end() if key else 0
+    else:
+        pos = text.index("[") + 1
+    for i in range(index + 1):
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        _, end = decoder.raw_decode(text, pos)
+        if i == index:
+            return pos, end
+        pos = end
+    raise ValueError("feature not found")
+
+
+def write_back(source: Mapping[str, Any], task_id: str, read, write) -> str | None:
+    """Tick `task_id` in its source (metadata `source`), through `read(path) -> text` and
+    `write(path, text)`; returns the source's path when it changed."""
+    path = source.get("path")
+    fmt = source.get("format")
+    if not path or fmt not in ("spec-kit", "harness"):
+        return None
+    try:
+        text = read(path)
+    except (OSError, ValueError):
+        return None
+    if fmt == "spec-kit" and isinstance(source.get("line"), int):
+        new = tick_tasks_md(text, source["line"], str(source.get("id") or task_id))
+    elif fmt == "harness":
+        try:
+            new = pass_feature(text, source.get("index", source.get("id")))
+        except (ValueError, KeyError, IndexError):
+            new = None
+    else:
+        new = None
+    if new is None or new == text:
+        return None
+    write(path, new)
+    return path
