@@ -20,6 +20,8 @@ def add_parsers(sub, emit_json) -> None:
     s = fsub.add_parser("start", help="create a run and drive it in the foreground")
     s.add_argument("ids", nargs="*", metavar="ID", help="tasks to run (default: every task not complete)")
     s.add_argument("--all", action="store_true", help="every task not complete")
+    s.add_argument("--prd", metavar="PRD", help="plan the tasks of this requirements document first (the planner "
+                   "role), then run them")
     s.add_argument("--workflow", default="queue", metavar="NAME|PATH", help="built-in `queue`, a name in "
                    ".specflux/workflows/, or a .toml path")
     s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic")
@@ -135,11 +137,44 @@ def flow_start(args, manager_for) -> int:
 
     manager = manager_for(args)
     agents = _agents(args)
-    run = runs.start(manager, args.ids, everything=args.all, workflow=args.workflow, agents=agents,
+    ids = list(args.ids)
+    if args.prd:
+        ids += _plan_first(manager, args)
+    run = runs.start(manager, ids, everything=args.all, workflow=args.workflow, agents=agents,
                      max_iterations=args.max_iterations, token_budget=args.token_budget)
     print(run.id, flush=True)
     state = runs.drive(manager, run, agents, say=Progress(run))
     return _finish(run, state)
+
+
+def _plan_first(manager, args) -> list[str]:
+    """`flow start --prd`: the planner's tasks, created, to run next."""
+    from pathlib import Path
+
+    from .flow.plan import new_recording, plan
+
+    handin = None
+    if args.agent == "command":
+        from .agent.command_backend import CommandBackend
+
+        handin = manager.ws.dir / "runs" / f"plan-handin-{os.getpid()}.json"
+        manager.ws.ensure_folder(handin.parent)
+        env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
+        backend = CommandBackend(args.cmd, timeout_s=manager.ws.config.agent.session_timeout_s, env=env)
+    else:
+        from .agent.anthropic_backend import live_backend
+
+        backend = live_backend(new_recording(manager.ws))
+    try:
+        result = plan(manager, Path(args.prd), backend, command_agent=handin is not None, handin=handin,
+                      model=args.model)
+    finally:
+        if handin is not None:
+            handin.unlink(missing_ok=True)
+    s = result.summary
+    _say(f"planned {s['totalTasks']} task(s) from {result.prd} ({s['estimatedComplexity']}): "
+         f"{', '.join(result.created)}")
+    return result.created
 
 
 def _run(args, manager_for):

@@ -90,3 +90,20 @@ def test_numeric_or_taken_keys_get_the_next_numbers(tmp_path, api, capsys):
     listed = {r["id"]: r for r in json.loads(run(capsys, root, "list", "--json")[1])}
     assert listed["1"]["title"] == "First" and listed["2"]["title"] == "Users table"
     assert listed["2"]["dependencies"] == ["1"] and listed["schema"]["title"] == "Existing"
+
+
+def test_flow_start_with_a_prd_plans_then_runs_the_new_tasks(tmp_path, api, capsys):
+    root = workspace(tmp_path, capsys)
+    plan_turns = [Reply(calls=[call("submit_tasks", tasks=[task("notes", "Write NOTES.md", criteria=["NOTES.md exists"])])])]
+    coder = [Reply(calls=[call("write_file", path="NOTES.md", content="notes\n"), call("check_criterion", index=1)]),
+             Reply(calls=[call("end_session", did=["wrote NOTES.md"], issues="", next="",
+                               chain_output={"summary": "NOTES.md exists"})])]
+    review = [Reply(calls=[call("submit_review", approved=True, issues=[],
+                                criteria_results=[{"criterion": "NOTES.md exists", "met": True}])])]
+    api(*plan_turns, *coder, *review)
+    code, out, err = run(capsys, root, "flow", "start", "--prd", str(root / "docs" / "prd.md"))
+    assert code == 0, out + err
+    assert "planned 1 task(s)" in err
+    state = json.loads(run(capsys, root, "flow", "status", "--json")[1])
+    assert state["status"] == "completed" and [t["id"] for t in state["tasks"]] == ["notes"]
+    assert (root / "NOTES.md").read_text() == "notes\n"
