@@ -68,12 +68,8 @@ def read_source(path: Path, fmt: str | None, shown_as: str) -> ImportResult:
         root = path / "backlog" if (path / "backlog").is_dir() and not (path / "tasks").is_dir() else path
         files = {p.relative_to(root).as_posix(): read_text(p, _join(shown_as, p.relative_to(root).as_posix()))
                  for p in sorted(root.rglob("*.md")) if p.is_file()}
-        result = parse_folder(files)
-        for draft in result.drafts:  # the folder's paths as the user sees them
-            source = draft.metadata.get("source")
-            if isinstance(source, dict) and "path" in source:
-                source["path"] = _join(shown_as, source["path"])
-        return result
+        base = shown_as if root == path else _join(shown_as, "backlog")
+        return parse_folder(files, base=base)
     text = read_text(path, shown_as)
     if fmt == "spec-kit":
         from .speckit import parse

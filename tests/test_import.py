@@ -1,0 +1,82 @@
+"""`specflux import` end to end in real git repositories, on real files from ../shared/corpus:
+detection, idempotence (the second import changes no byte), lint-clean task files, and
+write-back in the commit that completes the task."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import CORPUS, git
+from helpers import ok, run
+
+STATES = ".specflux/task-states"
+
+
+def corpus(name: str) -> Path:
+    path = CORPUS / name
+    if not path.exists():
+        pytest.skip(f"corpus not found at {CORPUS} (CI has it beside the checkout)")
+    return path
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted((root / STATES).glob("*.md"))}
+
+
+@pytest.fixture
+def repo(git_repo: Path, capsys) -> Path:
+    ok(capsys, git_repo, "init", str(git_repo))
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "workspace")
+    return git_repo
+
+
+def test_a_backlog_folder_imports_once_and_lints_clean(repo, capsys):
+    tasks = repo / "backlog" / "tasks"
+    tasks.mkdir(parents=True)
+    for name in ("backlog-md__back-200 - Add-Claude-Code-integration-with-workflow-commands-during-init.md",
+                 "backlog-md__back-355.02 - CLI-Add-type-flag-to-task-create-and-edit-commands.md"):
+        (tasks / name.split("__", 1)[1]).write_bytes(corpus(f"progress/{name}").read_bytes())
+    code, out, err = run(capsys, repo, "import", str(repo / "backlog"))
+    assert code == 0 and "2 task(s) created" in out, out + err
+    assert "back-200 - Add-Claude-Code" in err and ":12: dependency 'task-24.1'" in err, "located warnings"
+    first = snapshot(repo)
+    code, out, err = run(capsys, repo, "import", str(repo / "backlog"))
+    assert code == 0 and "0 task(s) created, 2 already there" in out
+    assert snapshot(repo) == first, "importing again changes nothing"
+    assert run(capsys, repo, "lint")[0] == 0
+    done = json.loads(ok(capsys, repo, "show", "BACK-355.02", "--json"))
+    assert done["status"] == "complete" and all(c["checked"] for c in done["criteria"])
+    assert done["metadata"]["source"]["path"].startswith("backlog/tasks/back-355.02")
+
+
+def test_a_feature_list_imports_and_completing_a_feature_passes_it_in_the_same_commit(repo, capsys):
+    source = repo / "feature_list.json"
+    source.write_bytes(corpus("progress/xtuner__feature_list.json").read_bytes())
+    git(repo, "add", "feature_list.json")
+    git(repo, "commit", "-q", "-m", "features")
+    code, out, err = run(capsys, repo, "import", str(source))
+    assert code == 0, err
+    data = json.loads(source.read_text())
+    pending = next(i for i, f in enumerate(data) if not f["passes"])
+    task_id = f"F{pending + 1}"
+    before = source.read_text()
+    ok(capsys, repo, "complete", task_id, "--summary", "works")
+    after = source.read_text()
+    diff = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert len(diff) == 1 and diff[0][0].replace("false", "true") == diff[0][1], diff
+    assert json.loads(after)[pending]["passes"] is True
+    assert "feature_list.json" in git(repo, "show", "--name-only", "--format=", "HEAD").split(), "same commit"
+    assert git(repo, "status", "--porcelain", "--", "feature_list.json") == ""
+
+
+def test_an_unknown_format_is_a_usage_error(repo, capsys, tmp_path):
+    odd = tmp_path / "notes.txt"
+    odd.write_text("nothing\n")
+    code, out, err = run(capsys, repo, "import", str(odd))
+    assert code == 2 and "--format" in err
+    code, out, err = run(capsys, repo, "import", str(tmp_path / "missing.md"))
+    assert code == 1 and "no such file" in err
