@@ -58,7 +58,7 @@ class Engine:
             self._settle_last_decision()
             if self.run.state()["status"] != "running":
                 self._record({"type": "status", "status": "running"})
-            if not any(e["type"] == "decision" for e in self.run.events.read()):
+            if not self.run.state().get("booted"):
                 self._boot()
             try:
                 while self._advance():
@@ -165,7 +165,7 @@ class Engine:
         if delay and not self.moments and not resumed:  # a retry's backoff (not in a replay)
             self.say(f"waiting {delay:g}s before retrying {step['kind']}")
             time.sleep(float(delay))
-        tries = sum(1 for e in self.run.events.read() if e["type"] == "step_finished" and e["stepId"] == step["stepId"])
+        tries = self.run.state()["stepTries"].get(step["stepId"], 0)
         key = f"{step['stepId']}#{tries + 1}"
         stamp = self.stamps.get(key) or self.stamp_clock()
         watcher = _StopWatcher(self.run)
@@ -199,7 +199,7 @@ class Engine:
             self._record({"type": "status", "status": "paused", "pausedFor": "user"})
 
     def _finish_step(self, step: dict[str, Any], result: StepResult) -> None:
-        tries = sum(1 for e in self.run.events.read() if e["type"] == "step_finished" and e["stepId"] == step["stepId"])
+        tries = self.run.state()["stepTries"].get(step["stepId"], 0)
         now, seed = self._moment(f"{step['stepId']}#{tries + 1}")
         self._record({"type": "step_finished", "stepId": step["stepId"], "kind": step["kind"],
                       "taskId": step.get("taskId"), "now": now, "seed": seed, **result.to_event()})
@@ -210,8 +210,7 @@ class Engine:
                                          step.get("taskId"))
                 decision = self.spec.on_agent_completed(self._view(), response, ctx)
             else:
-                attempt = sum(1 for e in self.run.events.read() if e["type"] == "step_finished"
-                              and e["stepId"] == step["stepId"] and e.get("status") == "ERROR")
+                attempt = self.run.state()["stepErrors"].get(step["stepId"], 0)
                 decision = self.spec.on_agent_error(self._view(), step["kind"], result.error, attempt)
         except Exception as e:  # the workflow's own logic broke: the run fails, saying where
             decision = Decision(f"dec-spec-error-{step['stepId']}", finalize=True, failure_reason="error",
@@ -231,8 +230,7 @@ class Engine:
     def _settle_last_decision(self) -> None:
         """Carry out the last decision's effects that are not recorded yet (all of them, or the
         rest after a crash): accept or fail tasks, request steps, finish the run."""
-        events = self.run.events.read()
-        last = next((e for e in reversed(events) if e["type"] == "decision"), None)
+        last = self.run.state().get("lastDecision")
         if last is None:
             return
         decision = Decision.from_json(last["decision"])
@@ -286,16 +284,14 @@ class Engine:
     def _chain_output(self, task_id: str) -> dict[str, str]:
         """What the accepted task hands downstream: the coder's last chain output in this run,
         else the chain output already in its file, else its last session's account."""
-        coder = [e for e in self.run.events.read() if e["type"] == "step_finished" and e.get("taskId") == task_id
-                 and e["kind"] == "coder" and e.get("status") == "OK"]
-        for e in reversed(coder):
-            if e.get("chainOutput"):
-                return e["chainOutput"]
+        state = self.run.state()
+        if state["chainOutputs"].get(task_id):
+            return state["chainOutputs"][task_id]
         doc = self.manager.load(task_id)
         out = doc.chain_output()
         if out is not None and out.summary:
             return {"summary": out.summary, "downstream": out.downstream}
-        did = next(((e.get("output") or {}).get("did") for e in reversed(coder) if (e.get("output") or {}).get("did")), None)
+        did = state["coderAccounts"].get(task_id)
         return {"summary": "; ".join(did) if did else f"Task {task_id} was accepted by run {self.run.id}.",
                 "downstream": ""}
 
@@ -338,7 +334,10 @@ class _StopWatcher:
         self.stopped = False
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._seen = run.state().get("lastSeq", 0)
+        try:
+            self._offset = run.events.path.stat().st_size  # only what is appended while the step runs
+        except FileNotFoundError:
+            self._offset = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -351,7 +350,7 @@ class _StopWatcher:
 
         while not self._done.wait(POLL_S):
             try:
-                newer = self.run.events.read(after=self._seen)
+                newer, self._offset = self.run.events.read_from(self._offset)
             except SpecfluxError:
                 continue
             if any(e["type"] == "control" and e["action"] == "stop" for e in newer):

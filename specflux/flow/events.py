@@ -67,6 +67,34 @@ class EventLog:
                 out.append(event)
         return out
 
+    def read_from(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """The complete events written from byte `offset` on, and the offset after the last one:
+        a reader that keeps the offset parses each event once, however long the run."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except FileNotFoundError:
+            return [], offset
+        end = data.rfind(b"\n") + 1
+        out = []
+        first_line = None
+        for raw in data[:end].splitlines():
+            if not raw.strip():
+                continue
+            try:
+                event = json.loads(raw)
+            except ValueError as e:
+                if first_line is None:
+                    first_line = self._line_at(offset)
+                raise RunError(f"not a JSON event: {e}", self.shown_as) from None
+            out.append(event)
+        return out, offset + end
+
+    def _line_at(self, offset: int) -> int:
+        with open(self.path, "rb") as f:
+            return f.read(offset).count(b"\n") + 1
+
     def exists(self) -> bool:
         return self.path.is_file()
 

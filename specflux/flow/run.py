@@ -30,6 +30,7 @@ class Run:
         self.dir = ws.dir / "runs" / run_id
         self.events = EventLog(self.dir / "events.jsonl", ws.relative(self.dir / "events.jsonl"))
         self._state: dict[str, Any] | None = None
+        self._offset = 0
 
     # ----------------------------------------------------------------- finding runs
 
@@ -89,25 +90,26 @@ class Run:
     # ----------------------------------------------------------------- events and state
 
     def record(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Append an event (fsynced) and fold it into the cached state."""
-        written = self.events.append(event)
-        if self._state is not None:
-            self._state = fold([written], self._state) if self._state.get("lastSeq", 0) == written["seq"] - 1 \
-                else None
-        return written
+        """Append an event (fsynced); the next `state()` folds it in."""
+        return self.events.append(event)
 
     def state(self) -> dict[str, Any]:
-        """The state folded from every event (from the snapshot on, when it is current)."""
-        if self._state is not None:
-            newer = self.events.read(after=self._state.get("lastSeq", 0))
-            if newer:
-                self._state = fold(newer, self._state)
-            return self._state
-        snapshot = self._read_snapshot()
-        newer = self.events.read(after=snapshot.get("lastSeq", 0) if snapshot else 0)
-        if not snapshot and not newer:
+        """The state folded from every event: from the snapshot on (when it is current), and then
+        only the events appended since the last call (each event is parsed once)."""
+        if self._state is None:
+            snapshot = self._read_snapshot()
+            if snapshot is not None and isinstance(snapshot.get("eventsOffset"), int):
+                self._state, self._offset = snapshot, snapshot["eventsOffset"]
+            else:
+                self._state, self._offset = {}, 0
+        newer, offset = self.events.read_from(self._offset)
+        if newer:
+            seen = self._state.get("lastSeq", 0)
+            fold((e for e in newer if e["seq"] > seen), self._state, in_place=True)
+        self._offset = offset
+        self._state["eventsOffset"] = offset
+        if not self._state:
             raise RunError(f"run {self.id} has no events", self.events.shown_as)
-        self._state = fold(newer, snapshot or None)
         return self._state
 
     def save(self) -> None:

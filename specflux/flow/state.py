@@ -25,9 +25,14 @@ def task_metrics() -> dict[str, int]:
     return {"attempts": 0, "reviews": 0, **{k: 0 for k in TOKEN_KEYS}, "durationMs": 0}
 
 
-def fold(events: Iterable[dict[str, Any]], state: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The state after `events`, starting from `state` (not changed) or from nothing."""
-    state = copy.deepcopy(state) if state is not None else {}
+def fold(events: Iterable[dict[str, Any]], state: dict[str, Any] | None = None, *,
+         in_place: bool = False) -> dict[str, Any]:
+    """The state after `events`, starting from `state` (not changed, unless `in_place`: the run's
+    own cache folds each new event into itself) or from nothing."""
+    if state is None:
+        state = {}
+    elif not in_place:
+        state = copy.deepcopy(state)
     for event in events:
         handler = _HANDLERS.get(event["type"])
         if handler is not None:
@@ -88,6 +93,12 @@ def _created(state: dict, e: dict) -> None:
         "agent": e.get("agent"),
         "createdAt": e.get("at"),
         "controls": [],
+        "stepTries": {},  # step id -> how often it finished (a retry runs the same step again)
+        "stepErrors": {},  # step id -> how often it finished with an error
+        "lastDecision": None,  # the last decision event, for its effects after a crash
+        "booted": False,
+        "chainOutputs": {},  # task id -> the last chain output its coder handed over
+        "coderAccounts": {},  # task id -> the last coder's `did`, when it handed over no chain output
     })
 
 
@@ -143,6 +154,15 @@ def _step_finished(state: dict, e: dict) -> None:
     step = state["openSteps"][e["stepId"]]
     step["status"] = "DONE" if e.get("status", "OK") == "OK" else "FAILED"
     step["result"] = e.get("output")
+    state["stepTries"][e["stepId"]] = state["stepTries"].get(e["stepId"], 0) + 1
+    if e.get("status") == "ERROR":
+        state["stepErrors"][e["stepId"]] = state["stepErrors"].get(e["stepId"], 0) + 1
+    task_id = step.get("taskId")
+    if step["kind"] == "coder" and e.get("status", "OK") == "OK" and task_id:
+        if e.get("chainOutput"):
+            state["chainOutputs"][task_id] = e["chainOutput"]
+        elif (e.get("output") or {}).get("did"):
+            state["coderAccounts"][task_id] = e["output"]["did"]
     field = _OUTPUT_FIELD.get(step["kind"])
     if field and e.get("status", "OK") == "OK" and e.get("output") is not None:
         state[field] = e["output"]
@@ -159,7 +179,12 @@ def _step_finished(state: dict, e: dict) -> None:
         per_task["durationMs"] += e.get("durationMs", 0)
 
 
+def _boot(state: dict, e: dict) -> None:
+    state["booted"] = True
+
+
 def _decision(state: dict, e: dict) -> None:
+    state["lastDecision"] = e
     for action in e["decision"].get("actions", []):
         if action["type"] == "ANNOTATE":
             state["artifacts"][action["key"]] = action.get("value")
@@ -196,6 +221,7 @@ def _task_changed(state: dict, e: dict) -> None:
 
 _HANDLERS = {
     "run_created": _created,
+    "boot": _boot,
     "status": _status,
     "control": _control,
     "control_handled": _control_handled,
@@ -210,5 +236,6 @@ _HANDLERS = {
 
 def public(state: dict[str, Any]) -> dict[str, Any]:
     """The state as `flow status --json` prints it (without the engine's bookkeeping)."""
-    hidden = {"controls", "lastSeq", "finalized", "agent"}
+    hidden = {"controls", "lastSeq", "finalized", "agent", "stepTries", "stepErrors", "lastDecision", "booted",
+              "chainOutputs", "coderAccounts", "eventsOffset"}
     return {k: v for k, v in state.items() if k not in hidden}
