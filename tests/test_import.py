@@ -80,3 +80,30 @@ def test_an_unknown_format_is_a_usage_error(repo, capsys, tmp_path):
     assert code == 2 and "--format" in err
     code, out, err = run(capsys, repo, "import", str(tmp_path / "missing.md"))
     assert code == 1 and "no such file" in err
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_spec_kit_tasks_md_imports_and_completing_a_task_ticks_its_line(repo, capsys, newline):
+    source = repo / "specs" / "tasks.md"
+    source.parent.mkdir()
+    text = corpus("spec-kit/finance-analyser__010-email-password-auth__tasks.md").read_text()
+    source.write_bytes(text.replace("\n", newline).encode())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "spec")
+    code, out, err = run(capsys, repo, "import", str(source))
+    assert code == 0 and "29 task(s) created" in out, out + err
+    assert run(capsys, repo, "lint")[0] == 0
+    first = json.loads(ok(capsys, repo, "show", "T001", "--json"))
+    assert first["metadata"]["source"] == {"path": "specs/tasks.md", "line": first["metadata"]["source"]["line"],
+                                           "format": "spec-kit"}
+    later = json.loads(ok(capsys, repo, "show", "T007", "--json"))
+    assert "T006" in later["dependencies"], "(depends on T006)"
+    before = source.read_bytes()
+    ok(capsys, repo, "complete", "T001", "--summary", "done")
+    after = source.read_bytes()
+    changed = [(a, b) for a, b in zip(before.split(b"\n"), after.split(b"\n")) if a != b]
+    assert len(changed) == 1 and changed[0][0].replace(b"- [ ]", b"- [x]", 1) == changed[0][1], changed
+    assert len(after) == len(before) and after.count(b"\r\n") == before.count(b"\r\n")
+    assert "specs/tasks.md" in git(repo, "show", "--name-only", "--format=", "HEAD").split()
+    code, out, err = run(capsys, repo, "import", str(source))
+    assert "0 task(s) created, 29 already there" in out
