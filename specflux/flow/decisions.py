@@ -88,12 +88,12 @@ class Decision:
 
 def _action_json(action: Action) -> dict[str, Any]:
     if isinstance(action, RequestWork):
-        return {"type": action.type, "workKind": action.work_kind, "payload": _plain(action.payload),
+        return {"type": action.type, "workKind": action.work_kind, "payload": plain(action.payload),
                 "stepId": action.step_id}
     if isinstance(action, RequestApproval):
-        return {"type": action.type, "payload": _plain(action.payload), "stepId": action.step_id}
+        return {"type": action.type, "payload": plain(action.payload), "stepId": action.step_id}
     if isinstance(action, Annotate):
-        return {"type": action.type, "key": action.key, "value": _plain(action.value)}
+        return {"type": action.type, "key": action.key, "value": plain(action.value)}
     raise SpecError(f"not an action: {action!r}")
 
 
@@ -108,12 +108,13 @@ def _action_from_json(data: Mapping[str, Any]) -> Action:
     raise SpecError(f"unknown action type {kind!r}")
 
 
-def _plain(value: Any) -> Any:
-    """Mappings and sequences as plain dicts and lists, so decisions compare equal after JSON."""
+def plain(value: Any) -> Any:
+    """Mappings and sequences as plain dicts and lists (decisions compare equal after JSON, and
+    jsonata reads only those)."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import NotFoundError, ParseError, UsageError
+from .decisions import plain as _plain  # jsonata reads only dicts and lists
 
 ROLES = ("planner", "coder", "validate", "reviewer", "approval")
 PRD_START = "planner"  # where a run that starts from a PRD begins, whatever `start` says
@@ -654,15 +655,6 @@ def _enter_table(lines: _Lines, brackets: str, name: str, number: int) -> str:
 
 
 # --- small helpers ---------------------------------------------------------------------------
-
-def _plain(value: Any) -> Any:
-    """Mappings as dicts and sequences as lists: jsonata reads only those."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
 
 def _show(value: Any) -> str:
     if value is None:
