@@ -2,7 +2,7 @@
 
 Each command runs in a fresh interpreter (as the console script runs it) that then reports the
 modules it loaded. pydantic alone cost ~100 ms of every `show` and `session`; the agent stack
-(anthropic, httpx), GitPython and mistune are for other commands. Timings live in bench/
+(anthropic, httpx), GitPython, mistune and jsonata (workflows) are for other commands. Timings live in bench/
 (bench_one_task.py, bench_imports.py); this only checks what can fail deterministically.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from specflux.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-FORBIDDEN = ("pydantic", "pydantic_core", "anthropic", "httpx", "httpx2", "mistune", "git")
+FORBIDDEN = ("pydantic", "pydantic_core", "anthropic", "httpx", "httpx2", "mistune", "git", "jsonata")
 
 PROBE = """
 import json, os, sys
