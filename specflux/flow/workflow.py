@@ -46,6 +46,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -145,6 +146,9 @@ class Edge:
             compiled = _compile(self.when)
             object.__setattr__(self, "_compiled", compiled)
         where = self.line_of("when")
+        fields = _fields_named(self.when)
+        if fields is not None:  # only what the condition can read: the state holds every step of the run
+            state = {k: state[k] for k in fields if k in state}
         try:
             # Fresh bindings give each evaluation its own frame: the compiled expression can be
             # shared between threads (parallel tasks) without one run's state leaking into another.
@@ -155,6 +159,18 @@ class Edge:
             raise WorkflowError(f"edge `{self.id}`: `when` gave {_show(result)}, not true or false "
                                 f"(compare with `=`, or wrap it in $boolean() or $exists())", self._path, where)
         return result
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@lru_cache(maxsize=None)
+def _fields_named(expression: str) -> frozenset[str] | None:
+    """The top-level state fields an expression names (a superset of what it reads: a name in a
+    string adds a field, never drops one), or None when it may read anything (`*`, `$$`)."""
+    if "*" in expression or "$$" in expression:
+        return None
+    return frozenset(w for w in _WORD.findall(expression) if w in STATE_SCHEMA)
 
 
 @dataclass(frozen=True)
