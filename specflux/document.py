@@ -11,9 +11,9 @@ import bisect
 import json
 import re
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from json.decoder import scanstring
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple
 
 from .errors import ParseError
 from .outline import Heading, Outline, content_end, line_end, line_number, newline_of, scan
@@ -41,7 +41,9 @@ _SESSION = re.compile(r"^session\s*#?\s*(\d+)\b\s*(?:[-–—:,]\s*)?(.*)$", re.
 _ARCHIVED = re.compile(r"^archived\s+summary\s*\(\s*sessions?\s*(\d+)\s*[-–—]\s*(\d+)\s*\)", re.I)
 _FROM_TASK = re.compile(r"^from\s+task\s*#?\s*([A-Za-z0-9][A-Za-z0-9._-]*?)\s*(?:[:\-–—]\s*(.*))?$", re.I)
 # Matched from the line break before the line (see outline.py): search from region.body - 1.
-_CHECKBOX = re.compile(r"[\n\r]([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX])\](?=[ \t\r\n]|\Z)[ \t]*([^\r\n]*)")
+_CHECKBOX_BODY = r"([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+\[([ xX])\](?=[ \t\r\n]|\Z)[ \t]*([^\r\n]*)"
+_CHECKBOX = re.compile(r"[\n\r]" + _CHECKBOX_BODY)
+_CHECKBOX_LF = re.compile(r"\n" + _CHECKBOX_BODY)  # the same for text without a CR: a literal first is 2x faster
 _LABEL = re.compile(r"^[ \t]*\*\*([A-Za-z][A-Za-z ]*?)\s*:?\s*\*\*\s*:?[ \t]*(.*)$")
 _BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _PLACEHOLDER = re.compile(r"\([^\r\n]*\)")
@@ -69,8 +71,26 @@ def normalise_heading(text: str) -> str:
     return " ".join(_NUMBERED.sub("", text.strip()).rstrip(":").split()).lower()
 
 
-@dataclass(frozen=True)
-class Region:
+class cached_property:
+    """functools.cached_property without the lock Python 3.11 takes on each first read (`list`
+    reads a handful of these per file; a document is not shared between threads)."""
+
+    def __init__(self, func):
+        self.func = func
+        self.attrname = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.attrname = name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__[self.attrname] = self.func(instance)
+        return value
+
+
+class Region(NamedTuple):
     """A heading and the text it owns, up to the next heading of the same or a higher level."""
 
     heading: Heading
@@ -233,7 +253,11 @@ class TaskDocument:
         region = self.sections.get("metadata")
         if region is None:
             raise self.error("no `## 0. Metadata` section with a ```json block", line=1)
-        fence = next((f for f in self.outline.fences if region.body <= f.start < region.end), None)
+        fence = None
+        for f in self.outline.fences:  # the first one in the section (a loop: `list` reads thousands)
+            if f.start >= region.body:
+                fence = f if f.start < region.end else None
+                break
         if fence is None:
             raise self.error("the Metadata section has no ```json block", region.start)
         if not fence.closed:
@@ -381,6 +405,42 @@ class TaskDocument:
         if self.archived_region:
             numbers.append(self.archived_region[1])
         return max(numbers, default=0)
+
+    def list_fields(self) -> tuple[str, list[str], int, int, int]:
+        """What `list` shows besides the title: (status, dependencies, criteria done, criteria
+        total, sessions), the values of `status`, `dependencies`, `criteria_lines` and
+        `session_count` read in one pass over the headings. `list` reads every file, and those
+        properties cost twice as much (regions, generators, each criterion's text and depth)."""
+        meta = self.metadata
+        context, progress = self.sections.get("context"), self.sections.get("progress")
+        c_start, c_end = (context.start, context.end) if context else (-1, -1)
+        p_start, p_end = (progress.start, progress.end) if progress else (-1, -1)
+        criteria = None  # (body, end) of the acceptance criteria
+        sessions, archived = 0, None
+        for i, h in enumerate(self.outline.headings):
+            if h.level != 3:
+                continue
+            if c_start < h.start < c_end:
+                if criteria is None and normalise_heading(h.text) == "acceptance criteria":
+                    criteria = (h.body, min(self._ends[i], c_end))
+            elif p_start < h.start < p_end:
+                if _SESSION.match(h.text):
+                    sessions += 1
+                elif archived is None and (m := _ARCHIVED.match(h.text)):
+                    archived = int(m.group(2)) - int(m.group(1)) + 1
+        if criteria is None and self.criteria_region is not None:  # the list under another heading
+            criteria = (self.criteria_region.body, self.criteria_region.end)
+        done = total = 0
+        if criteria is not None:
+            body, end = criteria
+            hidden = any(a < end and b > body for a, b in self.outline.opaque)  # a fence or comment among them
+            boxes = _CHECKBOX if "\r" in self.text else _CHECKBOX_LF
+            for m in boxes.finditer(self.text, body - 1, end):
+                if not (hidden and self.outline.in_opaque(m.start() + 1)):
+                    total += 1
+                    done += m.group(2) != " "
+        dependencies = [str(d) for d in meta.get("dependencies", [])]
+        return meta["status"], dependencies, done, total, sessions + (archived or 0)
 
     # ----------------------------------------------------------------- chain output
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
-import tempfile
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -22,6 +19,23 @@ def read_text(path: Path, shown_as: str | None = None) -> str:
     """The file's exact text: no newline translation; invalid UTF-8 is an error located at
     `shown_as` (the path as the user should see it) or `path`."""
     return decode(path.read_bytes(), shown_as or str(path))
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole file, read with os.open/fstat/read: a third faster than open().read() for a
+    file of a few KB (no buffer objects), and `list` reads thousands."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)  # one byte more than the size: a file that grew is seen
+        if len(data) != size:  # it grew, shrank, or the read was short: read on to the end
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        return data
+    finally:
+        os.close(fd)
 
 
 def decode(data: bytes, shown_as: str) -> str:
@@ -72,6 +86,8 @@ def check_writable(path: Path, shown_as: str) -> None:
 
 def atomic_write(path: Path, text: str) -> None:
     """Replace `path` with `text` so that readers see the old file or the new one, never half."""
+    import tempfile  # not at the top: `show` and `list` never write
+
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
@@ -172,6 +188,9 @@ def _shown(path: Path) -> str:
 def deferred_interrupts() -> Iterator[None]:
     """Hold Ctrl-C (and SIGTERM) until the block is done, then raise KeyboardInterrupt: a write
     and its commit, or their undoing, are never cut in half however often the user presses it."""
+    import signal  # not at the top: `show` and `list` never write
+    import threading
+
     if threading.current_thread() is not threading.main_thread():
         yield
         return

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from .document import STATUSES, Edit, TaskDocument, apply_edits
 from .errors import NotFoundError, ParseError, SpecfluxError, UsageError
-from .files import ChangeSet, decode, deferred_interrupts, locked, os_error, read_text
-from .render import now_stamp, render_session, render_task
+from .files import ChangeSet, decode, deferred_interrupts, locked, os_error, read_bytes, read_text
 from .workspace import Workspace, check_id, natural_key
 
 if TYPE_CHECKING:
@@ -137,8 +136,7 @@ class TaskStateManager:
         """The row of `list` for one task; a broken file gives a row with its error."""
         rel = self.ws.task_rel(task_id)
         try:
-            with open(os.path.join(self.ws.root, rel), "rb") as f:
-                data = f.read()
+            data = read_bytes(os.path.join(self.ws.root, rel))
         except IsADirectoryError:
             return TaskSummary(task_id, rel, 0, error=SpecfluxError("is a folder, not a task file; move it away", rel))
         except OSError as e:  # unreadable, or removed while listing
@@ -146,12 +144,8 @@ class TaskStateManager:
         row = TaskSummary(task_id, rel, len(data))
         try:
             doc = TaskDocument(decode(data, rel), rel)
-            row.title = doc.title[1]
-            row.status = doc.status
-            row.dependencies = doc.dependencies
-            items = doc.criteria_lines
-            row.total, row.done = len(items), sum(1 for item in items if item[2])
-            row.sessions = doc.session_count
+            row.title = doc.title[1]  # shown for a file whose metadata is broken, too
+            row.status, row.dependencies, row.done, row.total, row.sessions = doc.list_fields()
         except SpecfluxError as e:
             row.error = e
             return row
@@ -240,6 +234,8 @@ class TaskStateManager:
             epic = None
             if epic_title or epic_id:
                 epic = f"{epic_title or 'Epic'} (#{epic_id})" if epic_id else epic_title
+            from .render import render_task
+
             text = render_task(
                 self.ws.template(),
                 task_id=task_id,
@@ -326,6 +322,8 @@ class TaskStateManager:
             new_status = status or ("in_progress" if doc.status == "pending" else doc.status)
             for index in checks:
                 doc = TaskDocument(doc.check(index, True), doc.path)
+            from .render import now_stamp, render_session
+
             block = render_session(number, entry.timestamp or now_stamp(), entry.did, entry.issues, entry.next, usage_line)
             append = doc.append_to_section("progress", block)
             edits: list[Edit] = [append]

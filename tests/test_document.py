@@ -431,6 +431,65 @@ def test_generated_criteria_read_check_and_uncheck(case):
         assert TaskDocument(checked).check(c.index, False) == text
 
 
+def list_view(doc: TaskDocument) -> tuple:
+    """What `list` shows of a file, read through the properties `show` and `lint` read."""
+    items = doc.criteria_lines
+    return doc.status, doc.dependencies, sum(1 for item in items if item[2]), len(items), doc.session_count
+
+
+def assert_list_fields_are_the_properties(text: str) -> None:
+    try:
+        expected = list_view(TaskDocument(text, "x.md"))
+    except ParseError as e:
+        with pytest.raises(ParseError) as raised:
+            TaskDocument(text, "x.md").list_fields()
+        assert str(raised.value) == str(e)
+        return
+    assert TaskDocument(text, "x.md").list_fields() == expected
+
+
+EXTRA_LINES = st.sampled_from([
+    "### Session 4 - 2024-11-27 09:00", "### Archived Summary (Sessions 1-3)", "### Archived Summary (Sessions 5-3)",
+    "### Notes", "## 3. Progress Log", "## Acceptance Criteria", "#### Acceptance Criteria", "- [x] extra", "```", "~~~",
+    "<!--", "-->", "## 1. Context", '{"task_id": 7, "status": "done"}',
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(task_file(), st.lists(st.tuples(st.integers(0, 40), EXTRA_LINES), max_size=4))
+def test_list_fields_are_what_the_properties_read(case, extra):
+    lines = case[0].split("\n")
+    for at, line in extra:
+        lines.insert(min(at, len(lines)), line)
+    assert_list_fields_are_the_properties("\n".join(lines))
+
+
+@pytest.mark.parametrize("letter", "abcd")
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_list_fields_of_the_seeds(letter, newline):
+    assert_list_fields_are_the_properties(seed(letter, newline))
+
+
+@pytest.mark.parametrize("block", [
+    "### Archived Summary (Sessions 1-3)\n\n### Archived Summary (Sessions 4-9)",
+    "### Archived Summary (Sessions 5-3)",
+    "```\n### Session 9 - 2024-11-27 09:00\n```",
+    "<!--\n### Session 9 - 2024-11-27 09:00\n-->",
+    "## 3. Progress Log\n\n### Session 9 - 2024-11-27 09:00",
+    "## Acceptance Criteria\n- [x] elsewhere",
+])
+def test_list_fields_of_odd_progress_logs(block):
+    text = seed("b")
+    at = text.index("## 4. Chain Output") if "## 4. Chain Output" in text else len(text)
+    assert_list_fields_are_the_properties(text[:at] + block + "\n\n" + text[at:])
+    assert_list_fields_are_the_properties(text.replace("### Acceptance Criteria", "### Criteria") + "\n" + block + "\n")
+
+
+def test_list_fields_of_the_corpus(corpus_files):
+    for path in corpus_files:
+        assert_list_fields_are_the_properties(path.read_bytes().decode("utf-8"))
+
+
 # --------------------------------------------------------------------- appending sessions
 
 
