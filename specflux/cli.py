@@ -128,7 +128,7 @@ def cmd_show(args) -> int:
 def _ticked(args, checked: bool) -> int:
     from .escape import safe
 
-    outcome = _manager(args).set_checked(args.id, args.n, checked)
+    outcome = _manager(args, commit=False).set_checked(args.id, args.n, checked)  # never commits
     verb, state = ("checked", "already checked") if checked else ("unchecked", "already unchecked")
     for index, text, changed in outcome.criteria:
         print(f"task {outcome.task_id}: {verb if changed else state} {index}. {safe(text)}")
@@ -442,6 +442,13 @@ def cmd_submit_tasks(args) -> int:
     return submit("tasks", args)
 
 
+@command("merge-driver")
+def cmd_merge_driver(args) -> int:
+    from .merge import run_driver
+
+    return run_driver(args.base, args.ours, args.theirs, args.path)
+
+
 @command("demo")
 def cmd_demo(args) -> int:
     from .demo import run_demo
@@ -452,15 +459,26 @@ def cmd_demo(args) -> int:
 # --------------------------------------------------------------------- arguments
 
 
-def build_parser(full: bool = True) -> argparse.ArgumentParser:
+class _Unused:
+    """Takes the arguments of a command that is not being run (see `build_parser(only=...)`)."""
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(full: bool = True, only: str | None = None) -> argparse.ArgumentParser:
     """Every command's parser; `full=False` leaves out the flow commands (built only when asked
-    for, so that `specflux list` does not pay for them)."""
+    for, so that `specflux list` does not pay for them); with `only`, that command's arguments
+    alone (what `main` builds for a command line that names one: argparse spends ~5 ms on the
+    arguments of them all)."""
     p = argparse.ArgumentParser(prog="specflux", description="Markdown task state for coding agents: one file per task.")
     p.add_argument("--root", help="the folder holding .specflux/ (default: search upwards; or SPECFLUX_ROOT)")
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def cmd(name, help):
+        if only is not None and name != only:
+            return _Unused()
         return sub.add_parser(name, help=help, description=help)
 
     s = cmd("init", "create .specflux/ here (in a git repo or not)")
@@ -569,6 +587,13 @@ def build_parser(full: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true", help="show the tasks and write nothing")
     s.add_argument("--json", action="store_true")
 
+    s = cmd("merge-driver", "git's merge driver for task files (registered by init): merge BASE, OURS and THEIRS "
+                            "by parts into OURS; exit 1 when conflicts are left")
+    s.add_argument("base", metavar="BASE", help="the common ancestor (%%O)")
+    s.add_argument("ours", metavar="OURS", help="our version; the result is written here (%%A)")
+    s.add_argument("theirs", metavar="THEIRS", help="their version (%%B)")
+    s.add_argument("path", nargs="?", metavar="PATH", help="the file's path in the repository, for messages (%%P)")
+
     s = cmd("demo", "a complete offline walk-through in a fresh folder")
     s.add_argument("dir", nargs="?")
 
@@ -591,8 +616,25 @@ def _version() -> str:
     return __version__
 
 
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The command `argv` runs when that is plain to see (only `--root DIR` before it), else None."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+        if arg.startswith("--root="):
+            i += 1
+        elif arg == "--root":
+            i += 2
+        else:  # --help, --version, an abbreviation: the full parser decides
+            return None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(full=argv_needs_flow(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(full=argv_needs_flow(argv), only=_named_command(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
