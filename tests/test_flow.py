@@ -386,3 +386,20 @@ def test_python_decision_logic_from_a_workflow_file_drives_the_run(project, tmp_
     assert state["status"] == "completed" and state["workflow"] == "oneshot"
     assert [t["status"] for t in state["tasks"]] == ["complete", "complete"]
     assert state["metrics"]["totalReviews"] == 0, "this workflow has no reviewer"
+
+
+def test_a_crash_between_the_last_decision_and_the_end_of_the_run_is_finished_by_resume(project, tmp_path):
+    """kill -9 right after the finalizing decision was recorded: resume ends the run, not restarts it."""
+    env = plan(tmp_path, coder__1=[FIX], reviewer=[{"approved": True}])
+    assert start(project, env, "1").returncode == 0
+    state = status(project)
+    events = project / ".specflux" / "runs" / state["runId"] / "events.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    last_decision = max(i for i, line in enumerate(lines) if json.loads(line)["type"] == "decision")
+    events.write_text("".join(lines[: last_decision + 1]))  # as if killed right after it
+    (events.parent / "state.json").unlink()
+    assert status(project)["status"] == "running"
+    done = specflux(project, "flow", "resume", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = status(project)
+    assert state["status"] == "completed" and state["tasks"][0]["status"] == "complete"

@@ -55,7 +55,10 @@ class Engine:
             state = self.run.state()
             if state["status"] in FINISHED:
                 return state
-            self._settle_last_decision()
+            self._settle_last_decision()  # the effects a crash cut short, the end of the run included
+            if self.run.state()["status"] in FINISHED:
+                self._save_history()
+                return self.run.state()
             if self.run.state()["status"] != "running":
                 self._record({"type": "status", "status": "running"})
             if not self.run.state().get("booted"):
