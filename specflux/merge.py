@@ -287,7 +287,7 @@ def _alignment(matcher: SequenceMatcher, base: _Version, side: _Version) -> tupl
 
 
 def _pair_criteria(bl: list[int], sl: list[int], base: _Version, side: _Version) -> list[tuple[int, int]]:
-    if len(bl) == len(sl):
+    if len(bl) == len(sl) or len(bl) * len(sl) > 10_000:  # a rewritten list of hundreds: in order
         return list(zip(bl, sl))
     pairs, free = [], list(bl)
     for j in sl:

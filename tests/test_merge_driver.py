@@ -3,7 +3,6 @@ real divergent branches with the driver registered by `specflux init`."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -231,6 +230,22 @@ def test_an_edit_inside_an_old_session_and_a_new_session():
     assert clean and doc.sessions()[0].did == ["scaffolded the form (React)"] and len(doc.sessions()) == 2
 
 
+def test_one_session_edited_differently_on_both_sides_conflicts_inside_it():
+    a = BASE.replace("**Next:** validation", "**Next:** validation, then styling")
+    b = add_session(BASE.replace("**Next:** validation", "**Next:** tests"), session(2, "theirs"))
+    text, clean = merge_task(BASE, a, b)
+    assert not clean and "<<<<<<< ours\n**Next:** validation, then styling\n=======\n**Next:** tests\n>>>>>>> theirs\n" \
+                         "\n### Session 2 - " in text
+
+
+def test_a_section_deleted_on_one_side_and_changed_on_the_other_is_a_conflict():
+    deleted = BASE.replace("## 2. Chain Inputs\n\n### From Task #1: Schema\n> users table\n\n", "")
+    text, clean = merge_task(BASE, deleted, BASE.replace("> users table", "> users table v2"))
+    assert not clean and "<<<<<<< ours\n=======\n## 2. Chain Inputs\n" in text and "> users table v2\n" in text
+    text, clean = merge_task(BASE, deleted, tick(BASE, 1))  # unchanged on the other side: deleted
+    assert clean and "Chain Inputs" not in text and "- [x] form renders" in text
+
+
 ARCHIVED = ("### Archived Summary (Sessions 1-1)\n**Duration:** 1 session\n**Accomplishments:** the form\n"
             "**Commits:** abc1234\n[Full details: archive](../archives/task-7-archive.md)\n\n")
 
@@ -432,7 +447,7 @@ def test_git_merge_with_a_true_conflict_marks_only_the_requirements(repo, capsys
                            ">>>>>>> theirs\n")
     assert text.count("<<<<<<<") == text.count(">>>>>>>") == 1
     assert ticks(doc) == [True, False, True] and [s.number for s in doc.sessions()] == [1, 2, 3]
-    assert json.loads(json.dumps(doc.metadata))["total_sessions"] == 3
+    assert doc.metadata["total_sessions"] == 3
 
 
 def test_git_merge_of_a_crlf_task_file_stays_crlf(repo, capsys):
