@@ -403,3 +403,24 @@ def test_a_crash_between_the_last_decision_and_the_end_of_the_run_is_finished_by
     assert done.returncode == 0, done.stdout + done.stderr
     state = status(project)
     assert state["status"] == "completed" and state["tasks"][0]["status"] == "complete"
+
+
+@pytest.mark.parametrize("cut_after", ["boot", "step_finished"])
+def test_a_crash_before_a_decision_is_recorded_is_decided_on_resume(project, tmp_path, cut_after):
+    """kill -9 after the boot or after a step's result, before its decision: resume makes the same
+    decision from the recorded result, `now` and seed, and the run goes on."""
+    env = plan(tmp_path, coder__1=[FIX], reviewer=[{"approved": True}])
+    assert start(project, env, "1").returncode == 0
+    run_id = status(project)["runId"]
+    events = project / ".specflux" / "runs" / run_id / "events.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    kinds = [json.loads(line)["type"] for line in lines]
+    cut = kinds.index(cut_after) + 1  # the first boot, or the first step's result
+    assert kinds[cut] == "decision"
+    events.write_text("".join(lines[:cut]))
+    (events.parent / "state.json").unlink()
+    done = specflux(project, "flow", "resume", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = status(project)
+    assert state["status"] == "completed" and state["tasks"][0]["status"] == "complete"
+    assert "stalled" not in json.dumps(state)

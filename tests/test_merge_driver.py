@@ -471,3 +471,14 @@ def test_init_outside_git_writes_only_the_attribute(tmp_path):
     assert main(["init", str(tmp_path)]) == 0
     assert (tmp_path / ".gitattributes").read_text() == ATTRIBUTE + "\n"
     assert not (tmp_path / ".git").exists()
+
+
+def test_lint_reports_conflict_markers_left_in_a_task_file(tmp_path):
+    from specflux.lint import lint_document
+    from specflux.config import ArchiveConfig
+    from specflux.document import TaskDocument
+
+    text = ("# Task #1: x\n\n## 0. Metadata\n```json\n{\"task_id\": 1, \"status\": \"pending\", \"total_sessions\": 0}\n```\n\n"
+            "## 1. Context\n\n### Requirements\n<<<<<<< ours\nA\n=======\nB\n>>>>>>> theirs\n")
+    problems = lint_document(TaskDocument(text, "t.md"), "1", ArchiveConfig())
+    assert [(p.line, p.message.split(":")[0]) for p in problems] == [(11, "a merge conflict is left here")]

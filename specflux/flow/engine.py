@@ -63,6 +63,7 @@ class Engine:
                 self._record({"type": "status", "status": "running"})
             if not self.run.state().get("booted"):
                 self._boot()
+            self._decide_undecided()
             try:
                 while self._advance():
                     pass
@@ -86,7 +87,7 @@ class Engine:
             self.say(f"could not commit the run's history: {e}")
 
     def _boot(self) -> None:
-        now, seed = self._moment("boot#1")
+        now, seed = self.run.state().get("bootMoment") or self._moment("boot#1")
         response = AgentResponse(step_id="boot", work_kind="BOOT", run_id=self.run.id)
         decision = self.spec.on_agent_completed(self._view(), response, DecisionContext(now, seed))
         self._record({"type": "boot", "now": now, "seed": seed})
@@ -206,19 +207,34 @@ class Engine:
         now, seed = self._moment(f"{step['stepId']}#{tries + 1}")
         self._record({"type": "step_finished", "stepId": step["stepId"], "kind": step["kind"],
                       "taskId": step.get("taskId"), "now": now, "seed": seed, **result.to_event()})
-        ctx = DecisionContext(now, seed)
+        self._decide(self.run.state()["lastFinished"])
+
+    def _decide_undecided(self) -> None:
+        """A crash between a step's `step_finished` and its decision: make the decision now, from
+        the recorded result, `now` and seed (it is a pure function of them: the same decision)."""
+        state = self.run.state()
+        finished, decided = state.get("lastFinished"), state.get("lastDecision")
+        if finished is not None and (decided is None or decided["seq"] < finished["seq"]) \
+                and finished.get("error", {}).get("type") != "INTERRUPTED" and "now" in finished:
+            self._decide(finished)
+
+    def _decide(self, finished: dict[str, Any]) -> None:
+        """The spec's decision on a finished step (its event), recorded and carried out."""
+        ctx = DecisionContext(finished["now"], finished["seed"])
+        step_id, task_id = finished["stepId"], finished.get("taskId")
         try:
-            if result.status == "OK":
-                response = AgentResponse(step["stepId"], step["kind"], "OK", result.output, self.run.id,
-                                         step.get("taskId"))
+            if finished.get("status", "OK") == "OK":
+                response = AgentResponse(step_id, finished["kind"], "OK", finished.get("output"), self.run.id, task_id)
                 decision = self.spec.on_agent_completed(self._view(), response, ctx)
             else:
-                attempt = self.run.state()["stepErrors"].get(step["stepId"], 0)
-                decision = self.spec.on_agent_error(self._view(), step["kind"], result.error, attempt)
+                error = finished.get("error") or {}
+                info = AgentErrorInfo(error.get("type", "ERROR"), error.get("message", ""), error.get("retryAfterS"))
+                attempt = self.run.state()["stepErrors"].get(step_id, 0)
+                decision = self.spec.on_agent_error(self._view(), finished["kind"], info, attempt)
         except Exception as e:  # the workflow's own logic broke: the run fails, saying where
-            decision = Decision(f"dec-spec-error-{step['stepId']}", finalize=True, failure_reason="error",
+            decision = Decision(f"dec-spec-error-{step_id}", finalize=True, failure_reason="error",
                                 why=f"the workflow's decision logic failed: {type(e).__name__}: {e}")
-        self._apply(decision, step_id=step["stepId"], task_id=step.get("taskId"))
+        self._apply(decision, step_id=step_id, task_id=task_id)
 
     # ----------------------------------------------------------------- decisions and their effects
 

@@ -154,6 +154,7 @@ def _step_finished(state: dict, e: dict) -> None:
     step = state["openSteps"][e["stepId"]]
     step["status"] = "DONE" if e.get("status", "OK") == "OK" else "FAILED"
     step["result"] = e.get("output")
+    state["lastFinished"] = e
     state["stepTries"][e["stepId"]] = state["stepTries"].get(e["stepId"], 0) + 1
     if e.get("status") == "ERROR":
         state["stepErrors"][e["stepId"]] = state["stepErrors"].get(e["stepId"], 0) + 1
@@ -180,11 +181,12 @@ def _step_finished(state: dict, e: dict) -> None:
 
 
 def _boot(state: dict, e: dict) -> None:
-    state["booted"] = True
+    state["bootMoment"] = (e["now"], e["seed"])
 
 
 def _decision(state: dict, e: dict) -> None:
     state["lastDecision"] = e
+    state["booted"] = True  # (a boot event without a decision after it: the boot is made again)
     for action in e["decision"].get("actions", []):
         if action["type"] == "ANNOTATE":
             state["artifacts"][action["key"]] = action.get("value")
@@ -237,5 +239,5 @@ _HANDLERS = {
 def public(state: dict[str, Any]) -> dict[str, Any]:
     """The state as `flow status --json` prints it (without the engine's bookkeeping)."""
     hidden = {"controls", "lastSeq", "finalized", "agent", "stepTries", "stepErrors", "lastDecision", "booted",
-              "chainOutputs", "coderAccounts", "eventsOffset"}
+              "chainOutputs", "coderAccounts", "eventsOffset", "lastFinished", "bootMoment"}
     return {k: v for k, v in state.items() if k not in hidden}
