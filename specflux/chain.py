@@ -39,10 +39,6 @@ STATUS_STYLES = {
 }
 
 
-class GraphError(SpecfluxError):
-    """Unknown dependencies or cycles."""
-
-
 # --------------------------------------------------------------------- the graph
 
 
@@ -122,13 +118,6 @@ class Graph:
         out += [f"task {t} depends on task {d}, which does not exist" for t, d in self.unknown()]
         out += ["dependency cycle: " + " -> ".join(c + [c[0]]) for c in self.cycles()]
         return out
-
-    def check(self) -> None:
-        """Raise a GraphError naming every unknown dependency and every cycle."""
-        problems = [f"task {t} depends on task {d}, which does not exist" for t, d in self.unknown()]
-        problems += ["dependency cycle: " + " -> ".join(c + [c[0]]) for c in self.cycles()]
-        if problems:
-            raise GraphError("; ".join(problems))
 
     def order(self) -> list[str]:
         """All tasks, every dependency before its dependents, otherwise in natural id order.

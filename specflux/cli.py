@@ -338,39 +338,11 @@ def cmd_run(args) -> int:
 @command("plan")
 def cmd_plan(args) -> int:
     from .escape import safe
-    from .flow.plan import new_recording, plan
+    from .flow.plan import run_planner
 
     manager = _manager(args, commit=False)
-    handin = None
-    if args.agent == "command":
-        import os
-
-        from .agent.command_backend import CommandBackend
-        from .errors import UsageError
-
-        if not args.cmd:
-            raise UsageError('--agent command needs --cmd "the agent command line"')
-        handin = manager.ws.dir / "runs" / f"plan-handin-{os.getpid()}.json"
-        manager.ws.ensure_folder(handin.parent)
-        env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
-        backend = CommandBackend(args.cmd, timeout_s=manager.ws.config.agent.session_timeout_s, env=env)
-    elif args.agent == "replay":
-        from .agent.anthropic_backend import replay_backend
-        from .errors import UsageError
-
-        if not args.recording:
-            raise UsageError("--agent replay needs --recording PATH")
-        backend = replay_backend(Path(args.recording))
-    else:
-        from .agent.anthropic_backend import live_backend
-
-        backend = live_backend(new_recording(manager.ws))
-    try:
-        result = plan(manager, Path(args.prd), backend, dry_run=args.dry_run, command_agent=handin is not None,
-                      handin=handin, model=args.model)
-    finally:
-        if handin is not None:
-            handin.unlink(missing_ok=True)
+    result = run_planner(manager, Path(args.prd), agent=args.agent, cmd=args.cmd, recording=args.recording,
+                         dry_run=args.dry_run, model=args.model)
     if args.json:
         emit_json({"prd": result.prd, "summary": result.summary, "created": result.created, "tasks": [
             {"id": d.task_id, "key": d.key, "title": d.title, "priority": d.priority, "complexity": d.complexity,
@@ -600,7 +572,7 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     if full:
         from .cli_flow import add_parsers
 
-        add_parsers(sub, emit_json)
+        add_parsers(sub)
     return p
 
 

@@ -9,9 +9,7 @@ import sys
 from .errors import UsageError
 
 
-def add_parsers(sub, emit_json) -> None:
-    global _emit_json
-    _emit_json = emit_json
+def add_parsers(sub) -> None:
     flow = sub.add_parser("flow", help="workflow runs over many tasks: start, status, pause, resume, stop, ...",
                           description="Workflow runs: a queue of tasks through coder, validate, reviewer and "
                                       "approval roles, under control enforced in code.")
@@ -66,8 +64,10 @@ def add_parsers(sub, emit_json) -> None:
         s.add_argument("--json", required=True, metavar="FILE|-", help="the JSON file, or - for standard input")
 
 
-def _emit_json(data) -> None:  # replaced by cli.emit_json in add_parsers
-    raise NotImplementedError
+def _emit_json(data) -> None:
+    from .cli import emit_json  # the one JSON printer (cli imports this module only when it runs)
+
+    emit_json(data)
 
 
 def run_flow(args, manager_for) -> int:
@@ -151,26 +151,10 @@ def _plan_first(manager, args) -> list[str]:
     """`flow start --prd`: the planner's tasks, created, to run next."""
     from pathlib import Path
 
-    from .flow.plan import new_recording, plan
+    from .flow.plan import run_planner
 
-    handin = None
-    if args.agent == "command":
-        from .agent.command_backend import CommandBackend
-
-        handin = manager.ws.dir / "runs" / f"plan-handin-{os.getpid()}.json"
-        manager.ws.ensure_folder(handin.parent)
-        env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
-        backend = CommandBackend(args.cmd, timeout_s=manager.ws.config.agent.session_timeout_s, env=env)
-    else:
-        from .agent.anthropic_backend import live_backend
-
-        backend = live_backend(new_recording(manager.ws))
-    try:
-        result = plan(manager, Path(args.prd), backend, command_agent=handin is not None, handin=handin,
-                      model=args.model)
-    finally:
-        if handin is not None:
-            handin.unlink(missing_ok=True)
+    result = run_planner(manager, Path(args.prd), agent="command" if args.agent == "command" else "anthropic",
+                         cmd=args.cmd, model=args.model)
     s = result.summary
     _say(f"planned {s['totalTasks']} task(s) from {result.prd} ({s['estimatedComplexity']}): "
          f"{', '.join(result.created)}")

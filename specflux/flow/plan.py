@@ -180,6 +180,38 @@ def _relative(base: Path, path: Path, posix_up: bool = False) -> str:
         return str(path.resolve())
 
 
+def run_planner(manager: "TaskStateManager", prd: Path, *, agent: str = "anthropic", cmd: str | None = None,
+                recording: str | None = None, dry_run: bool = False, model: str | None = None) -> PlanResult:
+    """`plan` with the backend `agent` names: the API (recorded), a replay of `recording`, or an
+    agent CLI `cmd` that hands in through `specflux submit-tasks` (SPECFLUX_HANDIN)."""
+    handin = None
+    if agent == "command":
+        from ..agent.command_backend import CommandBackend
+
+        if not cmd:
+            raise UsageError('--agent command needs --cmd "the agent command line"')
+        handin = manager.ws.dir / "runs" / f"plan-handin-{os.getpid()}.json"
+        manager.ws.ensure_folder(handin.parent)
+        env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
+        backend = CommandBackend(cmd, timeout_s=manager.ws.config.agent.session_timeout_s, env=env)
+    elif agent == "replay":
+        from ..agent.anthropic_backend import replay_backend
+
+        if not recording:
+            raise UsageError("--agent replay needs --recording PATH")
+        backend = replay_backend(Path(recording))
+    else:
+        from ..agent.anthropic_backend import live_backend
+
+        backend = live_backend(new_recording(manager.ws))
+    try:
+        return plan(manager, prd, backend, dry_run=dry_run, command_agent=handin is not None, handin=handin,
+                    model=model)
+    finally:
+        if handin is not None:
+            handin.unlink(missing_ok=True)
+
+
 def new_recording(ws) -> Path:
     ws.recordings_dir.mkdir(parents=True, exist_ok=True)
     return ws.recordings_dir / f"plan-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
