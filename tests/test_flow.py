@@ -424,3 +424,17 @@ def test_a_crash_before_a_decision_is_recorded_is_decided_on_resume(project, tmp
     state = status(project)
     assert state["status"] == "completed" and state["tasks"][0]["status"] == "complete"
     assert "stalled" not in json.dumps(state)
+
+
+def test_a_garbled_event_is_named_with_its_line_not_a_traceback(project, tmp_path):
+    env = plan(tmp_path, coder__1=[FIX], reviewer=[{"approved": True}])
+    assert start(project, env, "1").returncode == 0
+    run_dir = next((project / ".specflux" / "runs").iterdir())
+    events = run_dir / "events.jsonl"
+    lines = events.read_text().splitlines(keepends=True)
+    lines[4] = "{not json\n"
+    events.write_text("".join(lines))
+    (run_dir / "state.json").unlink()
+    done = specflux(project, "flow", "status")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "events.jsonl:5: not a JSON event" in done.stderr, done.stderr

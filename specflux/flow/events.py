@@ -78,16 +78,13 @@ class EventLog:
             return [], offset
         end = data.rfind(b"\n") + 1
         out = []
-        first_line = None
-        for raw in data[:end].splitlines():
+        for number, raw in enumerate(data[:end].splitlines()):
             if not raw.strip():
                 continue
             try:
                 event = json.loads(raw)
             except ValueError as e:
-                if first_line is None:
-                    first_line = self._line_at(offset)
-                raise RunError(f"not a JSON event: {e}", self.shown_as) from None
+                raise RunError(f"not a JSON event: {e}", self.shown_as, self._line_at(offset) + number) from None
             out.append(event)
         return out, offset + end
 
