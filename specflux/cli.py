@@ -421,6 +421,28 @@ def cmd_merge_driver(args) -> int:
     return run_driver(args.base, args.ours, args.theirs, args.path)
 
 
+@command("mcp")
+def cmd_mcp(args) -> int:
+    from .mcp_server import serve
+
+    return serve(args)
+
+
+@command("board")
+def cmd_board(args) -> int:
+    from .board import run_board
+
+    return run_board(args)
+
+
+@command("completion")
+def cmd_completion(args) -> int:
+    from .completion import script
+
+    print(script(args.shell, build_parser()), end="")
+    return 0
+
+
 @command("demo")
 def cmd_demo(args) -> int:
     from .demo import run_demo
@@ -565,6 +587,18 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("ours", metavar="OURS", help="our version; the result is written here (%%A)")
     s.add_argument("theirs", metavar="THEIRS", help="their version (%%B)")
     s.add_argument("path", nargs="?", metavar="PATH", help="the file's path in the repository, for messages (%%P)")
+
+    s = cmd("mcp", "serve the task tools to an MCP client (Claude Code, Codex, Cursor, ...) on stdio")
+    s.add_argument("--tools", metavar="LIST", help="comma-separated tool names to offer (default: all)")
+
+    s = cmd("board", "one self-contained HTML page: tasks by status, the dependency graph, runs")
+    s.add_argument("--out", metavar="FILE", help="where to write the page (default: .specflux/board.html)")
+    s.add_argument("--serve", action="store_true", help="serve the page locally and refresh it when files change")
+    s.add_argument("--port", type=int, default=0, metavar="N", help="the port for --serve (default: a free one)")
+    s.add_argument("--host", default="127.0.0.1", metavar="HOST", help="the address for --serve (default: 127.0.0.1)")
+
+    s = cmd("completion", "print a shell completion script")
+    s.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell the script is for")
 
     s = cmd("demo", "a complete offline walk-through in a fresh folder")
     s.add_argument("dir", nargs="?")
