@@ -267,7 +267,9 @@ def cmd_ready(args) -> int:
     graph = Graph.load(_manager(args, commit=False))
     ready = graph.ready()
     if args.json:
-        emit_json([{"id": t, "title": graph.titles[t], "status": graph.status[t], "dependencies": graph.deps[t]} for t in ready])
+        from .views import ready_json
+
+        emit_json(ready_json(graph))
     else:
         from .escape import safe
         from .views import table
@@ -319,7 +321,9 @@ def cmd_context(args) -> int:
     manager = _manager(args, commit=False)
     ctx = build_context(manager, args.id)
     if args.json:
-        emit_json({"system": ctx.system, "context": ctx.user, "tokens": ctx.tokens, "links": ctx.links})
+        from .views import context_json
+
+        emit_json(context_json(ctx))
     else:
         print(ctx.system)
         print()

@@ -6,8 +6,11 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
+    from .agent.context import SessionContext
+    from .chain import Graph
     from .model import TaskState
-    from .store import TaskSummary
+    from .store import Outcome, TaskSummary
+    from .workspace import Workspace
 
 
 def error_json(error) -> dict[str, Any] | None:
@@ -55,6 +58,33 @@ def task_json(state: "TaskState", rel_path: str, size: int, usage: dict[int, dic
     return out
 
 
+def ready_json(graph: "Graph") -> list[dict[str, Any]]:
+    """`ready --json`: the tasks whose dependencies are all complete, in dependency order."""
+    return [{"id": t, "title": graph.titles[t], "status": graph.status[t], "dependencies": graph.deps[t]}
+            for t in graph.ready()]
+
+
+def context_json(ctx: "SessionContext") -> dict[str, Any]:
+    """`context --json`: what an agent session on the task receives."""
+    return {"system": ctx.system, "context": ctx.user, "tokens": ctx.tokens, "links": ctx.links}
+
+
+def outcome_json(outcome: "Outcome", ws: "Workspace") -> dict[str, Any]:
+    """What a write (check, session, complete, set) did, as the MCP tools return it."""
+    return {
+        "id": outcome.task_id,
+        "status": outcome.status,
+        "changed": [ws.relative(p) for p in outcome.changed],
+        "commit": outcome.commit or None,
+        "session": outcome.session,
+        "criteria": [{"index": i, "text": text, "changed": changed} for i, text, changed in outcome.criteria],
+        "fields": outcome.fields,
+        "wired": outcome.wired,
+        "archived": outcome.archived,
+        "notices": outcome.notices,
+    }
+
+
 def _without_line(fields: dict[str, Any]) -> dict[str, Any]:
     del fields["line"]  # a place in the file, not part of the value
     return fields
@@ -64,9 +94,25 @@ def human_size(size: int) -> str:
     return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], last_wide: bool = True) -> str:
-    """A plain aligned table; the last column is left unpadded."""
-    return _aligned([list(map(str, r)) for r in [headers, *rows]])
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], last_wide: bool = True, *,
+          status_column: int | None = None, colour: bool | None = None) -> str:
+    """An aligned table; the last column is left unpadded. Cells must already be safe to print
+    (`escape.safe`). On a terminal (`colour`, default: `terminal.colour()`) the headers are dim and
+    the cells of `status_column` are in their status's colour; otherwise plain text."""
+    cells = [list(headers), *([str(c) for c in r] for r in rows)]
+    if colour is None:
+        from .terminal import colour as decide
+
+        colour = decide()
+    if not colour:
+        return _aligned(cells)
+    from . import terminal
+
+    if status_column is not None:
+        for r in cells[1:]:
+            r[status_column] = terminal.status(r[status_column])
+    cells[0] = [terminal.paint(h, terminal.DIM) for h in cells[0]]
+    return _painted(cells)
 
 
 def _aligned(cells: list[list[str]]) -> str:
@@ -76,16 +122,59 @@ def _aligned(cells: list[list[str]]) -> str:
     return "\n".join([line.format(*r).rstrip() for r in cells])
 
 
-def list_table(rows: Sequence["TaskSummary"]) -> str:
+def _painted(cells: list[list[str]]) -> str:
+    """`_aligned` for cells holding colour codes: widths are what the terminal shows."""
+    from .terminal import width
+
+    sizes = [[width(c) for c in r] for r in cells]
+    widths = [max(column) for column in zip(*sizes)][:-1]
+    lines = []
+    for r, s in zip(cells, sizes):
+        padded = [c + " " * (w - n) for c, n, w in zip(r, s, widths)]
+        lines.append("  ".join([*padded, r[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def list_table(rows: Sequence["TaskSummary"], colour: bool | None = None) -> str:
+    """`specflux list`: one row per task, text from the files escaped. On a terminal (`colour`,
+    default: `terminal.colour()`) statuses are coloured and criteria get a progress bar."""
+    from .escape import safe
+
+    if colour is None:
+        from .terminal import colour as decide
+
+        colour = decide()
+    if colour:
+        return _list_painted(rows)
     cells = [["ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE"]]
     for r in rows:
         if r.error:
-            cells.append([r.id, "BROKEN", "-", "-", human_size(r.size), "-", str(r.error)])
+            cells.append([r.id, "BROKEN", "-", "-", human_size(r.size), "-", safe(str(r.error))])
         else:
             size = human_size(r.size) + " !" if r.warnings else human_size(r.size)
-            cells.append([r.id, r.status, f"{r.done}/{r.total}", str(r.sessions), size, ",".join(r.dependencies) or "-", r.title])
-    notes = [f"! {r.id}: {w}" for r in rows for w in r.warnings]
+            cells.append([r.id, r.status, f"{r.done}/{r.total}", str(r.sessions), size, ",".join(r.dependencies) or "-",
+                          safe(r.title)])
+    notes = [safe(f"! {r.id}: {w}") for r in rows for w in r.warnings]
     return _aligned(cells) + ("\n\n" + "\n".join(notes) if notes else "")
+
+
+def _list_painted(rows: Sequence["TaskSummary"]) -> str:
+    from . import terminal
+    from .escape import safe
+
+    bar = terminal.bar if terminal.bars_fit() else (lambda done, total: f"{done}/{total}")
+    dim = terminal.DIM
+    cells = [[terminal.paint(h, dim) for h in ("ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE")]]
+    for r in rows:
+        if r.error:
+            cells.append([r.id, terminal.status("BROKEN"), "-", "-", human_size(r.size), "-",
+                          terminal.paint(safe(str(r.error)), terminal.RED)])
+        else:
+            size = human_size(r.size) + terminal.paint(" !", terminal.YELLOW) if r.warnings else human_size(r.size)
+            cells.append([r.id, terminal.status(r.status), bar(r.done, r.total), str(r.sessions), size,
+                          ",".join(r.dependencies) or "-", safe(r.title)])
+    notes = [terminal.paint("!", terminal.YELLOW) + safe(f" {r.id}: {w}") for r in rows for w in r.warnings]
+    return _painted(cells) + ("\n\n" + "\n".join(notes) if notes else "")
 
 
 def show_text(state: "TaskState", rel_path: str, size: int) -> str:
