@@ -15,7 +15,7 @@ from .workspace import natural_key
 
 if TYPE_CHECKING:
     from .files import ChangeSet
-    from .store import Outcome, TaskStateManager
+    from .store import Outcome, TaskStateManager, TaskSummary
 
 _LINK_LINE = re.compile(r"\[Full chain output\]\(")
 
@@ -48,18 +48,19 @@ class Graph:
     status: dict[str, str]
     titles: dict[str, str]
     broken: list[SpecfluxError] = field(default_factory=list)  # files that could not be read
+    rows: dict[str, "TaskSummary"] = field(default_factory=dict)  # each readable task's `list` row
 
     @classmethod
     def load(cls, manager: "TaskStateManager") -> "Graph":
         """Every readable task's dependencies. A broken file is kept in `broken` (to be reported),
         never a reason to show nothing of the healthy tasks."""
-        deps, status, titles, broken = {}, {}, {}, []
+        deps, status, titles, broken, rows = {}, {}, {}, [], {}
         for row in manager.summaries():
             if row.error is not None:
                 broken.append(row.error)
                 continue
-            deps[row.id], status[row.id], titles[row.id] = row.dependencies, row.status, row.title
-        return cls(deps, status, titles, broken)
+            deps[row.id], status[row.id], titles[row.id], rows[row.id] = row.dependencies, row.status, row.title, row
+        return cls(deps, status, titles, broken, rows)
 
     def dependents(self, task_id: str) -> list[str]:
         """The tasks that depend on `task_id`, in id order."""

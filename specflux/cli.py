@@ -98,7 +98,7 @@ def cmd_list(args) -> int:
     if args.json:
         emit_json([summary_json(r) for r in rows])
     elif rows:
-        print(safe(list_table(rows)))
+        print(list_table(rows))  # escapes the text from task files itself, then colours it on a terminal
     else:
         print("no tasks" + (f" with status {args.status}" if args.status else "") + " (create one with `specflux new TITLE`)")
     broken = [r for r in rows if r.error]
@@ -274,7 +274,8 @@ def cmd_ready(args) -> int:
         from .escape import safe
         from .views import table
 
-        print(table(["ID", "STATUS", "TITLE"], [[t, graph.status[t], safe(graph.titles[t])] for t in ready]) if ready else "no task is ready")
+        print(table(["ID", "STATUS", "TITLE"], [[t, graph.status[t], safe(graph.titles[t])] for t in ready], status_column=1)
+              if ready else "no task is ready")
     return problems(graph.problems())
 
 
@@ -285,7 +286,12 @@ def cmd_graph(args) -> int:
     from .escape import safe
 
     graph = Graph.load(_manager(args, commit=False))
-    print(safe(graph.mermaid(), keep="\n"))
+    if args.json:
+        from .views import graph_json
+
+        emit_json(graph_json(graph))
+    else:
+        print(safe(graph.mermaid(), keep="\n"))
     return problems(graph.problems())
 
 
@@ -551,7 +557,8 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("id")
     s.add_argument("--json", action="store_true")
 
-    cmd("graph", "the dependency graph as a Mermaid flowchart")
+    s = cmd("graph", "the dependency graph as a Mermaid flowchart")
+    s.add_argument("--json", action="store_true", help="nodes, edges, missing tasks, cycles and problems as JSON")
 
     s = cmd("context", "the exact context an agent session on ID receives, with a token estimate")
     s.add_argument("id")

@@ -59,9 +59,26 @@ def task_json(state: "TaskState", rel_path: str, size: int, usage: dict[int, dic
 
 
 def ready_json(graph: "Graph") -> list[dict[str, Any]]:
-    """`ready --json`: the tasks whose dependencies are all complete, in dependency order."""
-    return [{"id": t, "title": graph.titles[t], "status": graph.status[t], "dependencies": graph.deps[t]}
-            for t in graph.ready()]
+    """`ready --json`: the tasks whose dependencies are all complete, in dependency order, each
+    the same object as its `list --json` row (`summary_json`)."""
+    return [summary_json(graph.rows[t]) for t in graph.ready()]
+
+
+def graph_json(graph: "Graph") -> dict[str, Any]:
+    """`graph --json`: every readable task as a node, one edge per dependency (from the dependency
+    to the task that waits on it), dependencies on tasks that do not exist, cycles, and the
+    problems `graph` reports on stderr (unreadable files among them)."""
+    from .workspace import natural_key
+
+    ids = sorted(graph.deps, key=natural_key)
+    return {
+        "nodes": [{"id": t, "title": graph.titles[t], "status": graph.status[t], "dependencies": graph.deps[t]}
+                  for t in ids],
+        "edges": [{"from": d, "to": t} for t in ids for d in graph.deps[t]],
+        "missing": sorted({d for _, d in graph.unknown()}, key=natural_key),
+        "cycles": graph.cycles(),
+        "problems": graph.problems(),
+    }
 
 
 def context_json(ctx: "SessionContext") -> dict[str, Any]:
@@ -97,7 +114,7 @@ def human_size(size: int) -> str:
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], last_wide: bool = True, *,
           status_column: int | None = None, colour: bool | None = None) -> str:
     """An aligned table; the last column is left unpadded. Cells must already be safe to print
-    (`escape.safe`). On a terminal (`colour`, default: `terminal.colour()`) the headers are dim and
+    (`escape.safe`). On a terminal (`colour`, default: `terminal.colour()`) the headers are bold and
     the cells of `status_column` are in their status's colour; otherwise plain text."""
     cells = [list(headers), *([str(c) for c in r] for r in rows)]
     if colour is None:
@@ -111,7 +128,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], last_wide: bool
     if status_column is not None:
         for r in cells[1:]:
             r[status_column] = terminal.status(r[status_column])
-    cells[0] = [terminal.paint(h, terminal.DIM) for h in cells[0]]
+    cells[0] = [terminal.paint(h, terminal.BOLD) for h in cells[0]]
     return _painted(cells)
 
 
@@ -163,8 +180,7 @@ def _list_painted(rows: Sequence["TaskSummary"]) -> str:
     from .escape import safe
 
     bar = terminal.bar if terminal.bars_fit() else (lambda done, total: f"{done}/{total}")
-    dim = terminal.DIM
-    cells = [[terminal.paint(h, dim) for h in ("ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE")]]
+    cells = [[terminal.paint(h, terminal.BOLD) for h in ("ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE")]]
     for r in rows:
         if r.error:
             cells.append([r.id, terminal.status("BROKEN"), "-", "-", human_size(r.size), "-",
