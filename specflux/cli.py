@@ -189,17 +189,22 @@ def cmd_session(args) -> int:
     return 0
 
 
-@command("complete")
-def cmd_complete(args) -> int:
+def refuse_complete_inside_run(task_id: str) -> None:
+    """Inside a workflow run, the run completes its task (also for the MCP server's complete_task)."""
     import os
 
     if os.environ.get("SPECFLUX_RUN") and os.environ.get("SPECFLUX_ROLE") and \
-            os.environ.get("SPECFLUX_TASK_ID") == args.id.lstrip("#"):
+            os.environ.get("SPECFLUX_TASK_ID") == task_id.lstrip("#"):
         from .errors import UsageError
 
-        raise UsageError(f"inside workflow run {os.environ['SPECFLUX_RUN']}, the run completes task {args.id} when "
+        raise UsageError(f"inside workflow run {os.environ['SPECFLUX_RUN']}, the run completes task {task_id} when "
                          "the workflow accepts it: write `### Summary` and `### For Downstream Tasks` under "
                          "`## 4. Chain Output` in the task file instead")
+
+
+@command("complete")
+def cmd_complete(args) -> int:
+    refuse_complete_inside_run(args.id)
     manager = _manager(args)
     outcome = manager.complete(args.id, args.summary, args.downstream, commit=not args.no_commit)
     notices(outcome)
