@@ -9,53 +9,69 @@ import sys
 from .errors import UsageError
 
 
+_RUN_HELP = "the run's id, as `flow list` shows it (default: the latest run)"
+
+
 def add_parsers(sub) -> None:
     flow = sub.add_parser("flow", help="workflow runs over many tasks: start, status, pause, resume, stop, ...",
                           description="Workflow runs: a queue of tasks through coder, validate, reviewer and "
                                       "approval roles, under control enforced in code.")
-    fsub = flow.add_subparsers(dest="flow_command", metavar="FLOW_COMMAND")
+    fsub = flow.add_subparsers(dest="flow_command", metavar="FLOW_COMMAND",
+                               help="`specflux flow FLOW_COMMAND --help` for its options")
 
-    s = fsub.add_parser("start", help="create a run and drive it in the foreground")
+    import argparse
+
+    s = fsub.add_parser("start", help="create a run and drive it in the foreground",
+                        description="Create a workflow run and drive it in the foreground: each task through the "
+                                    "workflow's roles until it is accepted or given up.",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""\
+examples:
+  specflux flow start                      # every task not complete, in dependency order
+  specflux flow start 4 5 --agent command --cmd "claude -p --output-format json"
+  specflux flow start --all --workflow strict --max-iterations 40 --token-budget 2000000
+  specflux flow start --prd docs/prd.md    # plan the tasks first, then run them""")
     s.add_argument("ids", nargs="*", metavar="ID", help="tasks to run (default: every task not complete)")
     s.add_argument("--all", action="store_true", help="every task not complete")
     s.add_argument("--prd", metavar="PRD", help="plan the tasks of this requirements document first (the planner "
                    "role), then run them")
     s.add_argument("--workflow", default="queue", metavar="NAME|PATH", help="built-in `queue`, a name in "
                    ".specflux/workflows/, or a .toml path")
-    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic")
+    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic",
+                   help="anthropic (the Messages API, default), command (an agent CLI for every role) or replay")
     s.add_argument("--cmd", help="the agent command line, for every role (--agent command)")
-    s.add_argument("--model")
+    s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
     s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
     s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
 
     s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="[{runId, status, tasksDone, tasksTotal, iterations, started, "
+                   "workflow}] as JSON")
 
     s = fsub.add_parser("status", help="the run state (default: the latest run)")
-    s.add_argument("run", nargs="?")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--json", action="store_true", help="the whole run state as JSON (CONTRACT names)")
 
     for name, text in (("pause", "pause after the current step"), ("stop", "end the run now")):
         s = fsub.add_parser(name, help=text)
-        s.add_argument("run", nargs="?")
+        s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
     s = fsub.add_parser("resume", help="continue a paused, waiting or crashed run in the foreground")
-    s.add_argument("run", nargs="?")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
     s.add_argument("--allow-changed-workflow", action="store_true",
                    help="resume even though the workflow file changed since the run started")
     s = fsub.add_parser("approve", help="answer an open approval step: yes (the run continues)")
-    s.add_argument("run", nargs="?")
-    s.add_argument("--note", metavar="TEXT")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--note", metavar="TEXT", help="a remark recorded with the approval")
     s = fsub.add_parser("reject", help="answer an open approval step: no, with what to change")
-    s.add_argument("run", nargs="?")
-    s.add_argument("--note", metavar="TEXT", required=True)
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--note", metavar="TEXT", required=True, help="what to change (the coder's next try reads it)")
 
     s = fsub.add_parser("log", help="the run's narrative, one line per step that matters")
-    s.add_argument("run", nargs="?")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--json", action="store_true", help="[{seq, at, type, text}] as JSON")
 
     s = fsub.add_parser("replay", help="re-run a whole run offline from its recordings, in a fresh clone at its base "
                         "commit; exit 1 naming the first step that differs")
-    s.add_argument("run", nargs="?")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
     s.add_argument("--into", metavar="DIR", help="where to clone (default: a new temporary folder)")
 
     for kind in ("review", "tasks"):
@@ -197,21 +213,29 @@ def flow_status(args, manager_for) -> int:
     if args.json:
         _emit_json(state)
         return 0
+    from .escape import safe
+    from .terminal import colour, status as coloured
+
+    painted = colour()
+
+    def word(status: str, width: int = 0) -> str:
+        """A status padded to `width`, in its colour on a terminal (text escaped before colouring)."""
+        text = safe(status)
+        return (coloured(text) if painted else text) + " " * max(0, width - len(text))
+
     task = state["tasks"][state["currentTaskIndex"]] if state["tasks"] else None
-    lines = [f"run {run.id}: {state['status']}" + (f" ({state.get('pausedFor') or state.get('failureReason')})"
-                                                    if state.get("pausedFor") or state.get("failureReason") else ""),
-             f"  workflow {state['workflow']} (version {state.get('workflowVersion')}), step {state['iteration']}"
-             + (f" of at most {state['maxIterations']}" if state.get("maxIterations") else "")]
+    why = state.get("pausedFor") or state.get("failureReason")
+    lines = [f"run {safe(run.id)}: {word(state['status'])}" + (f" ({safe(why)})" if why else ""),
+             safe(f"  workflow {state['workflow']} (version {state.get('workflowVersion')}), step {state['iteration']}"
+                  + (f" of at most {state['maxIterations']}" if state.get("maxIterations") else ""))]
     if task:
-        lines.append(f"  current task: {task['id']} {task['title']} (attempt {state['currentAttempts']})")
+        lines.append(safe(f"  current task: {task['id']} {task['title']} (attempt {state['currentAttempts']})"))
     for t in state["tasks"]:
         m = state["taskMetrics"].get(t["id"], {})
-        lines.append(f"  {t['id']:<8} {t['status']:<11} attempts {m.get('attempts', 0)}, reviews {m.get('reviews', 0)}, "
+        lines.append(f"  {safe(t['id']):<8} {word(t['status'], 11)} attempts {m.get('attempts', 0)}, reviews {m.get('reviews', 0)}, "
                      f"{m.get('inputTokens', 0)}/{m.get('outputTokens', 0)} tokens, {m.get('durationMs', 0) / 1000:.1f} s"
-                     f"  {t['title']}")
-    from .escape import safe
-
-    print(safe("\n".join(lines)))
+                     f"  {safe(t['title'])}")
+    print("\n".join(lines))
     return 0
 
 
@@ -235,7 +259,7 @@ def flow_list(args, manager_for) -> int:
 
     print(table(["RUN", "STATUS", "TASKS", "STEPS", "STARTED"],
                 [[r["runId"], r["status"], f"{r['tasksDone']}/{r['tasksTotal']}", str(r["iterations"]),
-                  (r["started"] or "")[:19].replace("T", " ")] for r in rows]))
+                  (r["started"] or "")[:19].replace("T", " ")] for r in rows], status_column=1))
     return 0
 
 
