@@ -1,0 +1,419 @@
+"""`specflux board`: one self-contained HTML page of the workspace (tasks by status, the dependency
+graph, each task's full state and git history, workflow runs), written to a file or served locally
+with live refresh.
+
+The page is `board_page.html` (inline CSS and JS, nothing loaded from anywhere) with the data put
+in as JSON. Task text is written by people and agents, so it is data only: the JSON is escaped so
+that nothing in it can end its `<script>` element, the page renders every string with
+`textContent`, and a Content-Security-Policy lets no script run but the page's own (by hash).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .chain import Graph
+from .errors import SpecfluxError, UsageError
+from .views import error_json, task_json
+from .workspace import STATE_FILE, check_folder, natural_key
+
+if TYPE_CHECKING:
+    from .store import TaskStateManager
+    from .workspace import Workspace
+
+DATA_MARK = "__SPECFLUX_BOARD_DATA__"
+HASH_MARK = "__SPECFLUX_SCRIPT_HASH__"
+HISTORY_KEEP = 30  # newest commits per task on the page; the rest is counted
+NARRATIVE_KEEP = 400  # newest narrative lines per run
+_ARCHIVE_FILE = re.compile(r"task-([A-Za-z0-9][A-Za-z0-9._-]*)-archive\.md")
+
+
+# --------------------------------------------------------------------- the data
+
+
+def gather(manager: "TaskStateManager") -> dict[str, Any]:
+    """Everything the page shows, as plain JSON values."""
+    ws = manager.ws
+    tasks, broken = [], []
+    for task_id in ws.task_ids():
+        rel = ws.task_rel(task_id)
+        try:
+            doc = manager.load(task_id)
+            state = doc.to_state(task_id)
+        except SpecfluxError as e:
+            broken.append({"id": task_id, "path": rel, "error": error_json(e.located(rel)), "text": str(e)})
+            continue
+        task = task_json(state, rel, len(doc.text.encode("utf-8")))
+        task["done"] = state.done
+        for shown, criterion in zip(task["criteria"], state.criteria):
+            shown["depth"] = criterion.depth
+        tasks.append(task)
+    graph = Graph({t["id"]: t["dependencies"] for t in tasks}, {t["id"]: t["status"] for t in tasks},
+                  {t["id"]: t["title"] for t in tasks})
+    problems = [f"{b['text']}" for b in broken] + graph.problems()
+    for task in tasks:
+        task["dependents"] = []
+    by_id = {t["id"]: t for t in tasks}
+    for task in tasks:
+        for dep in task["dependencies"]:
+            if dep in by_id:
+                by_id[dep]["dependents"].append(task["id"])
+    history, history_more = histories(manager)
+    for task in tasks:
+        task["history"] = history.get(task["id"], [])
+        task["history_more"] = history_more.get(task["id"], 0)
+    return {
+        "workspace": ws.root.name,
+        "root": str(ws.root),
+        "tasks": tasks,
+        "broken": broken,
+        "problems": problems,
+        "graph": layout(graph),
+        "runs": runs(ws),
+        "git": manager.git is not None,
+    }
+
+
+def layout(graph: Graph) -> dict[str, Any]:
+    """A layered drawing of the graph: each task's layer is the length of the longest chain of
+    dependencies below it; rows within a layer are ordered by a few barycentre sweeps. Cycles and
+    unknown dependencies never stop it (a cycle's closing edge is drawn backwards, in red)."""
+    missing = sorted({d for _, d in graph.unknown()}, key=natural_key)
+    layer: dict[str, int] = {d: 0 for d in missing}
+    for t in graph.order():  # dependencies first; inside a cycle, one edge points backwards
+        layer[t] = 1 + max((layer[d] for d in graph.deps[t] if d in layer), default=-1)
+    in_cycle = {(c[i], c[(i + 1) % len(c)]) for c in graph.cycles() for i in range(len(c))}
+    edges = [{"from": d, "to": t, "cycle": (t, d) in in_cycle}
+             for t in sorted(graph.deps, key=natural_key) for d in graph.deps[t]]
+    layers: list[list[str]] = [[] for _ in range(max(layer.values(), default=-1) + 1)]
+    for node in [*missing, *graph.order()]:
+        layers[layer[node]].append(node)
+    ups: dict[str, list[str]] = {n: [] for n in layer}
+    downs: dict[str, list[str]] = {n: [] for n in layer}
+    for e in edges:
+        if layer[e["from"]] < layer[e["to"]]:
+            ups[e["to"]].append(e["from"])
+            downs[e["from"]].append(e["to"])
+    row = {n: i for nodes in layers for i, n in enumerate(nodes)}
+    for _ in range(3):  # down, then up: a node moves towards the mean row of its neighbours
+        for sweep, near in ((layers[1:], ups), (layers[-2::-1], downs)):
+            for nodes in sweep:
+                key = {n: sum(row[m] for m in near[n]) / len(near[n]) if near[n] else row[n] for n in nodes}
+                nodes.sort(key=lambda n: key[n])
+                row.update({n: i for i, n in enumerate(nodes)})
+    return {
+        "nodes": [{"id": n, "layer": layer[n], "row": row[n], "missing": n in missing} for nodes in layers for n in nodes],
+        "edges": edges,
+        "layers": len(layers),
+        "rows": max((len(nodes) for nodes in layers), default=0),
+    }
+
+
+def histories(manager: "TaskStateManager") -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+    """Every task's `history.task_history`, from one `git log` over the task and archive folders
+    instead of one per task (tests check the two agree): task id -> newest entries, and how many
+    older ones were left off."""
+    git = manager.git
+    if git is None:
+        return {}, {}
+    from .history import _number
+    from .vcs import _run
+
+    ws = manager.ws
+    folders = [ws.relative(ws.states_dir), ws.relative(ws.archives_dir)]
+    if ws.root != git.root:
+        folders = [os.path.relpath(ws.root / f, git.root) for f in folders]
+    fmt = "--format=%x1e%H%x1f%aI%x1f%s%x1f%(trailers:only,unfold)%x1f"
+    done = _run(("log", "--no-show-signature", "--no-renames", "--name-only", fmt, "--", *folders), git.root)
+    if done.returncode:
+        return {}, {}  # no commits yet, or git refused: the page shows no history
+    out: dict[str, list[dict[str, Any]]] = {}
+    more: dict[str, int] = {}
+    for record in done.stdout.split("\x1e")[1:]:
+        sha, date, subject, trailer_text, names = record.split("\x1f", 4)
+        trailers: dict[str, str] = {}
+        for line in trailer_text.splitlines():
+            key, colon, value = line.partition(":")
+            if colon:
+                trailers[key.strip()] = value.strip()
+        owner = trailers.get("Specflux-Task")
+        ids = {m.group(1) for name in names.split("\n")
+               if (m := STATE_FILE.fullmatch(name.rpartition("/")[2]) or _ARCHIVE_FILE.fullmatch(name.rpartition("/")[2]))}
+        entry: dict[str, Any] | None = None
+        for task_id in ids:
+            if owner not in (None, task_id):
+                continue  # a commit of another task that only wired this one
+            if entry is None:
+                session = trailers.get("Specflux-Session")
+                entry = {"commit": sha, "date": date, "session": int(session) if session and session.isdigit() else None,
+                         "status": trailers.get("Specflux-Status"), "subject": subject}
+                usage = {k[len("Specflux-"):].lower().replace("-", "_"): _number(v) for k, v in trailers.items()
+                         if k.startswith("Specflux-") and k not in ("Specflux-Task", "Specflux-Session", "Specflux-Status")}
+                if usage:
+                    entry["usage"] = usage
+            entries = out.setdefault(task_id, [])
+            if len(entries) < HISTORY_KEEP:
+                entries.append(entry)
+            else:
+                more[task_id] = more.get(task_id, 0) + 1
+    return out, more
+
+
+def runs(ws: "Workspace") -> list[dict[str, Any]]:
+    """Each workflow run, newest first: its state as `flow status --json` gives it and its
+    narrative as `flow log --json` gives it (the newest lines)."""
+    if not (ws.dir / "runs").is_dir():
+        return []
+    from .flow import narrative
+    from .flow.run import Run
+
+    out = []
+    for run_id in reversed(Run.ids(ws)):
+        run = Run(ws, run_id)
+        try:
+            state = run.public_state()
+            events = run.events.read()
+        except (SpecfluxError, OSError, ValueError) as e:
+            out.append({"runId": run_id, "error": str(e)})
+            continue
+        lines = [{"seq": e["seq"], "at": e.get("at"), "type": e["type"], "text": text}
+                 for e in events if (text := narrative.line(e))]
+        state.pop("artifacts", None)  # the agents' hand-ins, in full: the page shows the rest
+        out.append({"runId": run_id, "state": state, "narrative": lines[-NARRATIVE_KEEP:],
+                    "narrativeMore": max(0, len(lines) - NARRATIVE_KEEP)})
+    return out
+
+
+# --------------------------------------------------------------------- the page
+
+
+def _template() -> tuple[str, str]:
+    """The page template with its script's CSP hash filled in, and that hash."""
+    from importlib import resources
+
+    page = resources.files("specflux").joinpath("board_page.html").read_text(encoding="utf-8")
+    start = page.index("<script>") + len("<script>")
+    script = page[start : page.index("</script>", start)]
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+    return page.replace(HASH_MARK, digest, 1), digest
+
+
+def embed(data: Any) -> str:
+    """JSON that cannot end the `<script>` element it sits in, nor open a comment there: every
+    `<`, `>` and `&` is written as a `\\u` escape (the same JSON value)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render(data: dict[str, Any], *, live: bool = False) -> tuple[str, str]:
+    """The page for `data`, and its version (a hash of the data, so that it changes only when
+    something on the page would)."""
+    body = embed(data)
+    version = hashlib.sha1(body.encode("utf-8")).hexdigest()[:16]
+    page = {**data, "version": version, "live": live, "generated": datetime.now().astimezone().isoformat(timespec="seconds")}
+    template, _ = _template()
+    return template.replace(DATA_MARK, embed(page), 1), version
+
+
+def write_board(manager: "TaskStateManager", out: Path) -> dict[str, Any]:
+    """Write the page to `out` (atomically); returns the data it shows."""
+    from .files import atomic_write, os_error
+
+    if out.is_dir():
+        raise UsageError(f"{out} is a folder: give a file name for the page (e.g. {out / 'board.html'})")
+    check_folder(out.parent)
+    data = gather(manager)
+    html, _ = render(data)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(out, html)
+    except OSError as e:
+        raise os_error(e, str(out), "write") from None
+    return data
+
+
+# --------------------------------------------------------------------- serving
+
+
+class Board:
+    """The served page: regenerated when a task, archive, run or git's HEAD changes (mtimes
+    polled once a second); its version changes only when the data does."""
+
+    def __init__(self, manager: "TaskStateManager", out: Path | None = None):
+        self.manager = manager
+        self.out = out
+        self.page = b""
+        self.version = ""
+        self._signature: Any = None
+        self._gitdir = self._find_gitdir()
+
+    def _find_gitdir(self) -> Path | None:
+        git = self.manager.git
+        if git is None:
+            return None
+        from .vcs import _run
+
+        done = _run(("rev-parse", "--absolute-git-dir"), git.root)
+        return Path(done.stdout.strip()) if done.returncode == 0 else None
+
+    def signature(self) -> tuple:
+        """What the page depends on, cheaply: names, sizes and mtimes of the files it reads."""
+        ws = self.manager.ws
+        parts: list[Any] = []
+        for folder in (ws.states_dir, ws.archives_dir, ws.dir / "runs"):
+            try:
+                with os.scandir(folder) as entries:
+                    found = list(entries)
+            except OSError:
+                parts.append((str(folder), None))
+                continue
+            for e in found:
+                try:
+                    st = os.stat(os.path.join(e.path, "events.jsonl")) if e.is_dir() else e.stat()
+                    parts.append((e.name, st.st_size, st.st_mtime_ns, st.st_ino))
+                except OSError:
+                    parts.append((e.name, None))
+        for name in ("HEAD", "logs/HEAD"):
+            if self._gitdir is not None:
+                try:
+                    st = (self._gitdir / name).stat()
+                    parts.append((name, st.st_size, st.st_mtime_ns))
+                except OSError:
+                    pass
+        parts.sort(key=repr)
+        return tuple(parts)
+
+    def refresh(self) -> bool:
+        """Regenerate if the files changed; whether the page did."""
+        signature = self.signature()
+        if signature == self._signature:
+            return False
+        self._signature = signature
+        data = gather(self.manager)
+        html, version = render(data, live=True)
+        if version == self.version:
+            return False
+        self.page, self.version = html.encode("utf-8"), version  # one assignment each: readers see old or new
+        if self.out is not None:
+            from .files import atomic_write
+
+            atomic_write(self.out, render(data)[0])
+        return True
+
+    def watch(self, stop: threading.Event, every: float = 1.0) -> None:
+        while not stop.wait(every):
+            try:
+                self.refresh()
+            except (SpecfluxError, OSError) as e:  # a file mid-edit, a folder gone: keep the last page
+                print(f"specflux: board not refreshed: {e}", file=sys.stderr)
+
+
+def _handler(board: Board, allowed_hosts: set[str] | None):
+    from http.server import BaseHTTPRequestHandler
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "specflux-board"
+
+        def do_GET(self) -> None:
+            self._answer(body=True)
+
+        def do_HEAD(self) -> None:
+            self._answer(body=False)
+
+        def _answer(self, body: bool) -> None:
+            host = (self.headers.get("Host") or "").lower()
+            if allowed_hosts is not None and host not in allowed_hosts:  # DNS rebinding
+                return self._send(403, "text/plain", b"forbidden host\n", body)
+            path = self.path.split("?", 1)[0]
+            if path == "/":
+                return self._send(200, "text/html; charset=utf-8", board.page, body)
+            if path == "/version":
+                return self._send(200, "application/json", json.dumps({"version": board.version}).encode(), body)
+            return self._send(404, "text/plain", b"not found\n", body)
+
+        def _send(self, code: int, kind: str, data: bytes, body: bool) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # quiet: the page polls every 2 s
+
+    return Handler
+
+
+def serve(manager: "TaskStateManager", host: str, port: int, out: Path | None = None) -> int:
+    """Serve the page on http://HOST:PORT/ until Ctrl-C; the page reloads itself on a change."""
+    import ipaddress
+    import socket
+    from http.server import ThreadingHTTPServer
+
+    board = Board(manager, out)
+    board.refresh()
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        def handle_error(self, request, client_address) -> None:
+            if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+                super().handle_error(request, client_address)
+
+    try:
+        server = Server((host, port), _handler(board, None))
+    except OSError as e:
+        raise UsageError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
+    bound = server.server_address[1]
+    shown = f"[{host}]" if ":" in host else host
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if loopback:  # only names of this machine: a page elsewhere cannot rebind a name to it
+        names = {"localhost", "127.0.0.1", "[::1]", shown.lower()}
+        server.RequestHandlerClass = _handler(board, {f"{n}:{bound}" for n in names})
+    stop = threading.Event()
+    watcher = threading.Thread(target=board.watch, args=(stop,), daemon=True)
+    watcher.start()
+    print(f"serving http://{shown}:{bound}/ (Ctrl-C stops)", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.25)
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+    finally:
+        stop.set()
+        server.server_close()
+    return 0
+
+
+def run_board(args) -> int:
+    from .escape import safe
+    from .store import TaskStateManager
+    from .workspace import Workspace, ensure_ignored
+
+    ws = Workspace.find(explicit=args.root)
+    manager = TaskStateManager(ws, git=True)  # git for the history; the board never commits
+    if args.serve:
+        return serve(manager, args.host, args.port, Path(args.out) if args.out else None)
+    out = Path(args.out) if args.out else ws.dir / "board.html"
+    data = write_board(manager, out)
+    if not args.out:
+        ensure_ignored(ws.dir)
+    print(safe(str(out.resolve())))
+    for line in data["problems"]:
+        print(f"specflux: {safe(line)}", file=sys.stderr)
+    return 1 if data["problems"] else 0
