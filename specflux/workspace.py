@@ -21,6 +21,7 @@ GITIGNORE = (
     "locks/\ncache/\nrecordings/\n"
     "# workflow runs: events, state and narrative are history; these are the engine's scratch\n"
     "runs/*/recordings/\nruns/*/steps/\nruns/*/handins/\nruns/*/*.lock\n"
+    "board.html\n"  # `specflux board`'s page, generated from the files above
 )
 
 
