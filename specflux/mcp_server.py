@@ -13,7 +13,7 @@ import functools
 import json
 import sys
 import threading
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, Sequence
 
 from pydantic import Field
 
@@ -148,15 +148,17 @@ def chosen(tools: str | None) -> list[str]:
         return list(NAMES)
     asked = [t.strip() for t in tools.split(",") if t.strip()]
     unknown = [t for t in asked if t not in NAMES]
-    if unknown or not asked:
-        raise UsageError(f"unknown tool{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} for --tools "
-                         f"(valid: {', '.join(NAMES)})" if unknown else f"--tools names no tool (valid: {', '.join(NAMES)})")
+    valid = f"(valid: {', '.join(NAMES)})"
+    if unknown:
+        raise UsageError(f"unknown tool{'s' if len(unknown) > 1 else ''} for --tools: {', '.join(unknown)} {valid}")
+    if not asked:
+        raise UsageError(f"--tools names no tool {valid}")
     return [t for t in NAMES if t in asked]
 
 
-def _answer(data: Any, problems: list[str] = ()):  # type: ignore[assignment]
+def _answer(data: Any, problems: Sequence[str] = ()):
     """The result: the JSON as one text block; problems the CLI prints on stderr in a second one."""
-    from mcp_types import CallToolResult, TextContent
+    from mcp.types import CallToolResult, TextContent
 
     from .escape import safe_json
 
@@ -203,7 +205,7 @@ def build_server(names: list[str], root: str | None = None):
     """The MCPServer offering `names`."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.tools import Tool
-    from mcp_types import ToolAnnotations
+    from mcp.types import ToolAnnotations
 
     from . import __version__
 
