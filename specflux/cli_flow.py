@@ -42,6 +42,9 @@ examples:
     s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
     s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
     s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
+    s.add_argument("--parallel", type=int, metavar="N", help="work on up to N tasks whose dependencies are complete "
+                   "at once, each coder attempt in its own git worktree, merged back by the run (default: [flow] "
+                   "parallel, 1)")
 
     s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
     s.add_argument("--json", action="store_true", help="[{runId, status, tasksDone, tasksTotal, iterations, started, "
@@ -157,7 +160,7 @@ def flow_start(args, manager_for) -> int:
     if args.prd:
         ids += _plan_first(manager, args)
     run = runs.start(manager, ids, everything=args.all, workflow=args.workflow, agents=agents,
-                     max_iterations=args.max_iterations, token_budget=args.token_budget)
+                     max_iterations=args.max_iterations, token_budget=args.token_budget, parallel=args.parallel)
     print(run.id, flush=True)
     state = runs.drive(manager, run, agents, say=Progress(run))
     return _finish(run, state)

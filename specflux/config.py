@@ -51,11 +51,22 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class FlowConfig:
+    """`[flow]`: workflow runs. `worktree_setup` is run (by the shell, in the worktree) in every
+    worktree a parallel run creates, before the agent starts: installing dependencies, say."""
+
+    worktree_setup: str = ""
+    worktree_setup_timeout_s: float = 900
+    parallel: int = 1  # lanes when `flow start` is not given --parallel
+
+
+@dataclass(frozen=True)
 class Config:
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     commit: bool = True
     validate: "ValidateConfig | None" = None  # the test command of workflow runs; None: none set
+    flow: FlowConfig = field(default_factory=FlowConfig)
 
 
 def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
@@ -105,7 +116,7 @@ def load_config(path: Path) -> Config:
     except tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None)
         raise ParseError(f"config is not valid TOML: {e}", path, line) from None
-    unknown = set(data) - {"archive", "agent", "git", "validate"}
+    unknown = set(data) - {"archive", "agent", "git", "validate", "flow"}
     if unknown:
         raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
     git = data.get("git", {})
@@ -114,6 +125,7 @@ def load_config(path: Path) -> Config:
         agent=_section(AgentConfig, data.get("agent", {}), path, "agent", text),
         commit=bool(git.get("commit", True)),
         validate=_validate_section(data.get("validate"), path, text),
+        flow=_section(FlowConfig, data.get("flow", {}), path, "flow", text),
     )
 
 
@@ -157,4 +169,10 @@ commit = true                # commit every session; --no-commit skips one
 # junit_xml = ".specflux-junit.xml"   # optional: failed tests and pass rate come from it
 # coverage_json = "coverage.json"     # optional: coverage from `coverage json` output
 # timeout_s = 900                     # the command and its children are killed after this
+
+# Parallel runs (`specflux flow start --parallel N`) give each coder attempt its own git worktree;
+# this command prepares each one before the agent starts (run by the shell, in the worktree).
+# [flow]
+# worktree_setup = "npm ci"
+# worktree_setup_timeout_s = 900
 """

@@ -21,6 +21,8 @@ GITIGNORE = (
     "locks/\ncache/\nrecordings/\n"
     "# workflow runs: events, state and narrative are history; these are the engine's scratch\n"
     "runs/*/recordings/\nruns/*/steps/\nruns/*/handins/\nruns/*/*.lock\n"
+    "# parallel runs: one git worktree per coder attempt, removed when the run ends\n"
+    "worktrees/\n"
     "board.html\n"  # `specflux board`'s page, generated from the files above
 )
 

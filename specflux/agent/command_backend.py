@@ -215,11 +215,14 @@ class CommandBackend:
     """Runs `cmd` (a shell command line) as one agent session."""
 
     def __init__(self, cmd: str, timeout_s: float | None = None, env: dict[str, str] | None = None,
-                 stream: bool = True):
+                 stream: bool = True, cancel: threading.Event | None = None):
+        """`cancel`: set from another thread (a parallel run's `flow stop`), the agent is stopped
+        as Ctrl-C would stop it."""
         self.cmd = cmd
         self.timeout_s = timeout_s
         self.env = dict(env or {})
         self.stream = stream
+        self.cancel = cancel
 
     def preflight(self, root: Path | None = None) -> None:
         """Raise AgentError when the agent CLI plainly cannot start, before the session changes anything.
@@ -261,7 +264,7 @@ class CommandBackend:
         for thread in threads:
             thread.start()
         try:
-            code = proc.wait(timeout=self.timeout_s)
+            code = self._wait(proc)
         except subprocess.TimeoutExpired:
             _stop(proc)
             return SessionOutcome(stop="error", error=f"the agent command timed out after {self.timeout_s:g}s "
@@ -283,6 +286,20 @@ class CommandBackend:
         if code != 0:
             self._failed(outcome, code, "".join(err_tail).strip(), exited_ms / 1000)
         return outcome
+
+    def _wait(self, proc: subprocess.Popen) -> int:
+        """The agent's exit code; TimeoutExpired after `timeout_s`; KeyboardInterrupt on `cancel`."""
+        if self.cancel is None:
+            return proc.wait(timeout=self.timeout_s)
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return proc.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                if self.cancel.is_set():
+                    raise KeyboardInterrupt from None
+                if deadline is not None and time.monotonic() > deadline:
+                    raise
 
     @staticmethod
     def _failed(outcome: SessionOutcome, code: int, stderr: str, seconds: float) -> None:

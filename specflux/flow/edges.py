@@ -7,6 +7,14 @@ task: then the task has run out of tries, is failed, and the queue moves on. An 
 fires, the run ends, accepting the current task if its last verdict approved it.
 
 Tasks whose dependencies in the run failed are marked blocked, never started.
+
+With lanes (`parallel` > 1, `flow start --parallel N`) up to N tasks whose dependencies in the run
+are complete are worked on at once, each in its own worktree. Every decision about a task reads
+that task's own outputs (`state.lane_view`), so the seed's conditions hold per lane unchanged. A
+task the workflow accepts is not complete yet: the engine first merges its lane into the user's
+branch (a `merge` step). Merged, the task is accepted; conflicted, the task gets a new coder
+attempt on top of the merged branch with the conflict in its context (`merge-conflict`, at most
+MERGE_RETRIES times), and then fails.
 """
 
 from __future__ import annotations
@@ -16,22 +24,29 @@ from typing import Any, Mapping
 
 from .decisions import (AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext, RequestApproval,
                         RequestWork, SpecContext, load_spec, retry_or_give_up)
+from .state import lane_view
 from .workflow import Workflow
 
 DONE = ("complete", "failed", "blocked")
+MERGE_RETRIES = 2  # new attempts after a conflicted merge, per task
 
 
 class EdgeSpec:
     name = "edges"
 
-    def __init__(self, workflow: Workflow):
+    def __init__(self, workflow: Workflow, parallel: int = 1):
         self.workflow = workflow
+        self.parallel = max(1, parallel)
 
     def on_agent_completed(self, state: Mapping[str, Any], response: AgentResponse, ctx: DecisionContext) -> Decision:
         did = f"dec-{ctx.now}-{response.step_id}"
         if response.work_kind == "BOOT":
             return self._boot(state, did)
         task_id = response.task_id
+        if self.parallel > 1:
+            state = lane_view(state, task_id)
+            if response.work_kind == "merge":
+                return self._merged(state, did, task_id, response.content or {})
         for edge in self.workflow.edges_from(response.work_kind):
             if not edge.fires(state):
                 continue
@@ -41,11 +56,15 @@ class EdgeSpec:
                 return self._move_on(state, did, task_id, accepted=False, why=why,
                                      reason=f"max_iterations: {why}")
             if edge.task == "next":
+                if self.parallel > 1:
+                    return self._merge(did, task_id, edge.id)
                 return self._move_on(state, did, task_id, accepted=True, why=f"{edge.id}: task {task_id} accepted",
                                      to=edge.to, edge=edge.id)
             return Decision(did, (_work(edge.to, task_id),), based_on={"stepId": response.step_id, "edge": edge.id},
                             why=f"{edge.id}: {edge.to} on task {task_id}")
         approved = _approved(state, task_id)
+        if approved and self.parallel > 1:
+            return self._merge(did, task_id, None)
         return self._move_on(state, did, task_id, accepted=approved, to=None,
                              why=f"no edge from {response.work_kind}: " + ("accepted" if approved else "not accepted"),
                              reason=None if approved else f"the workflow has no way on from {response.work_kind}")
@@ -61,6 +80,8 @@ class EdgeSpec:
             return Decision(did, (RequestWork("planner"),), why="plan the tasks")
         if start == "planner":  # tasks exist already: the planner has nothing to do
             start = next((e.to for e in self.workflow.edges_from("planner")), "coder")
+        if self.parallel > 1:
+            return self._fill_lanes(state, did, [], None, start, why="start")
         blocked, index = _next_runnable(state, -1)
         if index is None:
             return Decision(did, tuple(blocked), finalize=True, why="no task to run")
@@ -76,6 +97,10 @@ class EdgeSpec:
             key = f"accepted:{task_id}" if accepted else f"failed:{task_id}"
             actions.append(Annotate(key, {"reason": reason} if reason else {"edge": edge}))
             closed = _with_status(state, task_id, "complete" if accepted else "failed")
+        if self.parallel > 1:
+            role = self.workflow.start if to in ("start", None) else to
+            return self._fill_lanes(closed, did, actions, task_id, "coder" if role == "planner" else role, why=why,
+                                    edge=edge)
         index = _index_of(state, task_id)
         blocked, nxt = _next_runnable(closed, index if index is not None else -1)
         actions += blocked
@@ -87,6 +112,59 @@ class EdgeSpec:
         next_id = closed["tasks"][nxt]["id"]
         return Decision(did, (*actions, _work(role, next_id)), based_on={"edge": edge} if edge else None,
                         why=f"{why}; {role} on task {next_id}")
+
+
+    # ----------------------------------------------------------------- lanes
+
+    def _merge(self, did: str, task_id: str | None, edge: str | None) -> Decision:
+        """The workflow accepts the task: merge its lane into the user's branch first."""
+        return Decision(did, (RequestWork("merge", {"taskId": task_id}),), based_on={"edge": edge} if edge else None,
+                        why=f"task {task_id} accepted by the workflow; merging its lane")
+
+    def _merged(self, state: Mapping[str, Any], did: str, task_id: str | None, out: Mapping[str, Any]) -> Decision:
+        if out.get("merged"):
+            return self._move_on(state, did, task_id, accepted=True, edge="merge",
+                                 why=f"task {task_id} merged into {out.get('target') or 'the branch'}")
+        used = (state.get("edgeIterations") or {}).get("merge-conflict", {}).get(task_id or "*", 0)
+        conflicts = ", ".join(out.get("conflicts") or []) or "(no paths named)"
+        if used >= MERGE_RETRIES:
+            why = f"merge-conflict reached its limit ({MERGE_RETRIES}): conflicts in {conflicts}"
+            return self._move_on(state, did, task_id, accepted=False, why=why, reason=f"merge_conflict: {why}")
+        return Decision(did, (RequestWork("coder", {"taskId": task_id, "after": "conflict"}),),
+                        based_on={"edge": "merge-conflict"},
+                        why=f"merge-conflict: task {task_id} conflicts in {conflicts}; a new attempt on the merged branch")
+
+    def _fill_lanes(self, state: Mapping[str, Any], did: str, actions: list, closing: str | None, role: str, *,
+                    why: str, edge: str | None = None) -> Decision:
+        """Start `role` on as many ready tasks as lanes are free; finish when nothing is left."""
+        tasks = list(state.get("tasks") or [])
+        status = {t["id"]: t["status"] for t in tasks}
+        busy = {s.get("taskId") for s in (state.get("openSteps") or {}).values()
+                if s.get("status") in ("WAITING", "RUNNING") and s.get("taskId")} - {closing}
+        actions = list(actions)
+        for task in tasks:  # a dependency failed: never started
+            if status[task["id"]] in DONE or task["id"] in busy:
+                continue
+            bad = [d for d in task.get("dependencies", []) if status.get(d) in ("failed", "blocked")]
+            if bad:
+                actions.append(Annotate(f"blocked:{task['id']}", {"reason": f"dependency {bad[0]} {status[bad[0]]}"}))
+                status[task["id"]] = "blocked"
+        started = []
+        for task in tasks:
+            if len(busy) + len(started) >= self.parallel:
+                break
+            tid = task["id"]
+            if status[tid] in DONE or tid in busy or tid == closing:
+                continue
+            if all(status.get(d, "complete") == "complete" for d in task.get("dependencies", [])):
+                started.append(tid)
+        actions += [_work(role, tid) for tid in started]
+        finish = not started and not busy
+        if started:
+            why = f"{why}; {role} on task{'s' if len(started) > 1 else ''} {', '.join(started)}"
+        elif busy:
+            why = f"{why}; waiting for task{'s' if len(busy) > 1 else ''} {', '.join(sorted(busy))}"
+        return Decision(did, tuple(actions), finalize=finish, based_on={"edge": edge} if edge else None, why=why)
 
 
 def _work(role: str, task_id: str | None):
@@ -133,8 +211,8 @@ def _next_runnable(state: Mapping[str, Any], after: int) -> tuple[list[Annotate]
     return blocked, None
 
 
-def spec_for(workflow: Workflow, root: Path | None = None):
+def spec_for(workflow: Workflow, root: Path | None = None, parallel: int = 1):
     """The decision logic of a workflow: its edges, or the Python spec it names."""
     if workflow.spec:
         return load_spec(workflow.spec).create(SpecContext(config={}, root=root))
-    return EdgeSpec(workflow)
+    return EdgeSpec(workflow, parallel)

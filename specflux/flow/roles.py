@@ -19,6 +19,8 @@ from ..render import now_stamp
 from .decisions import AgentErrorInfo
 
 if TYPE_CHECKING:
+    import threading
+
     from ..store import TaskStateManager
     from .run import Run
 
@@ -71,11 +73,21 @@ class Agents:
 
 class Roles:
     def __init__(self, manager: "TaskStateManager", run: "Run", agents: Agents,
-                 say: Callable[[str], None] = lambda line: None):
-        self.manager, self.run, self.agents, self.say = manager, run, agents, say
+                 say: Callable[[str], None] = lambda line: None, cancel: "threading.Event | None" = None):
+        """`cancel`: set by a parallel run's engine to stop the agents of its lanes (`flow stop`)."""
+        self.manager, self.run, self.agents, self.say, self.cancel = manager, run, agents, say, cancel
         self._resumed = False
         self._key = ""
         self._stamp: str | None = None
+        self._note = ""
+
+    def in_lane(self, manager: "TaskStateManager", note: str = "") -> "Roles":
+        """These roles working in a lane's worktree (`manager` rooted there), for one step: a
+        parallel run gives each step its own, so steps in different threads share nothing.
+        `note` goes first in the coder's context (why this attempt starts where it does)."""
+        roles = Roles(manager, self.run, self.agents, self.say, self.cancel)
+        roles._note = note
+        return roles
 
     def perform(self, step: dict[str, Any], state: dict[str, Any], resumed: bool = False, key: str = "",
                 stamp: str | None = None) -> StepResult:
@@ -101,7 +113,7 @@ class Roles:
     def coder(self, step: dict[str, Any], state: dict[str, Any]) -> StepResult:
         task_id = step["taskId"]
         started = time.monotonic()
-        extra = retry_context(state, task_id)
+        extra = "\n\n".join(part for part in (self._note, retry_context(state, task_id)) if part)
         if self.agents.kind == "command":
             extra = (f"This session is one step of workflow run {self.run.id}: the run decides when the task is "
                      "complete. Do not run `specflux complete`; when every criterion is met, write `### Summary` "
@@ -308,7 +320,8 @@ class Roles:
             }
             self.run.handins_dir.mkdir(parents=True, exist_ok=True)
             timeout = self.agents.timeout_s or self.manager.ws.config.agent.session_timeout_s
-            return CommandBackend(self.agents.cmd or "", timeout_s=timeout, env=env), role == "coder"
+            return CommandBackend(self.agents.cmd or "", timeout_s=timeout, env=env, cancel=self.cancel), \
+                role == "coder"
         from ..agent.anthropic_backend import live_backend
 
         self.run.recordings_dir.mkdir(parents=True, exist_ok=True)

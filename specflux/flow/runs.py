@@ -18,9 +18,10 @@ CONTROLS = ("pause", "resume", "stop", "approve", "reject")
 
 def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everything: bool = False,
           workflow: str = "queue", agents: Agents | None = None, max_iterations: int | None = None,
-          token_budget: int | None = None) -> Run:
+          token_budget: int | None = None, parallel: int | None = None) -> Run:
     """Create a run over `task_ids` (or every task not complete), in dependency order. The
-    workflow is loaded and checked first: a broken one stops here, before anything is written."""
+    workflow is loaded and checked first: a broken one stops here, before anything is written.
+    `parallel`: lanes (tasks worked on at once, each in its own worktree); default `[flow] parallel`."""
     from ..chain import Graph
     from .workflow import load_workflow
 
@@ -45,6 +46,10 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     git = manager.git
     if git is not None:
         git.check_can_commit()
+    parallel = manager.ws.config.flow.parallel if parallel is None else parallel
+    if parallel < 1:
+        raise UsageError("--parallel must be at least 1")
+    target = _check_parallel(manager, flow, chosen) if parallel > 1 else None
     created = {
         "workflow": {"name": flow.name, "version": flow.version, "hash": flow.hash, "source": workflow},
         "tasks": [_task_entry(manager, t, graph) for t in chosen],
@@ -52,8 +57,30 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         "tokenBudget": token_budget,
         "baseCommit": _head(git),
         "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model},
+        **({"parallel": parallel, "targetBranch": target} if parallel > 1 else {}),
     }
     return Run.create(manager.ws, created)
+
+
+def _check_parallel(manager: "TaskStateManager", flow, chosen: list[str]) -> str:
+    """The branch a parallel run merges its lanes into; a UsageError when lanes cannot work here."""
+    from .worktrees import current_branch, uncommitted
+
+    git = manager.git
+    if git is None:
+        raise UsageError("--parallel works in a git repository: each lane is a git worktree")
+    if flow.spec:
+        raise UsageError(f"--parallel works with edge workflows; {flow.name!r} hands its decisions to "
+                         f"{flow.spec}, which requests its own steps")
+    if flow.start == "planner":
+        raise UsageError("--parallel runs tasks that exist: plan first (`specflux plan PRD`), then start the run")
+    branch = current_branch(git.root)
+    paths = [str(manager.path(t).relative_to(git.root)) for t in chosen]
+    dirty = uncommitted(git.root, paths)
+    if dirty:
+        raise UsageError("each lane starts from the last commit, which does not have these task files as they "
+                         f"are now: commit them first ({', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''})")
+    return branch
 
 
 def _task_entry(manager: "TaskStateManager", task_id: str, graph) -> dict[str, Any]:
@@ -99,8 +126,23 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
                        f"{str(state.get('workflowHash'))[:12]} -> {flow.hash[:12]}); resume with "
                        "--allow-changed-workflow to use the new one")
     agents = agents or _agents_of(run)
-    engine = Engine(manager, run, spec_for(flow, manager.ws.root), Roles(manager, run, agents, say), say=say,
-                    moments=moments, stamps=stamps, **({"stamp_clock": stamp_clock} if stamp_clock else {}))
+    options = dict(say=say, moments=moments, stamps=stamps, **({"stamp_clock": stamp_clock} if stamp_clock else {}))
+    lanes = state.get("parallel") or 1
+    if lanes > 1:
+        import threading
+
+        from .parallel import ParallelEngine
+        from .worktrees import Worktrees
+
+        git = manager.git
+        if git is None:
+            raise RunError(f"run {run.id} runs in parallel lanes, which need the git repository it started in")
+        cfg = manager.ws.config.flow
+        worktrees = Worktrees(git.root, run.id, setup=cfg.worktree_setup, setup_timeout_s=cfg.worktree_setup_timeout_s)
+        roles = Roles(manager, run, agents, say, cancel=threading.Event())
+        return ParallelEngine(manager, run, spec_for(flow, manager.ws.root, lanes), roles, worktrees=worktrees,
+                              **options).drive()
+    engine = Engine(manager, run, spec_for(flow, manager.ws.root), Roles(manager, run, agents, say), **options)
     return engine.drive()
 
 

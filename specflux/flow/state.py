@@ -9,7 +9,7 @@ seed's JSONata conditions work on it verbatim.
 from __future__ import annotations
 
 import copy
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 RUN_STATUSES = ("created", "running", "paused", "completed", "failed", "user_exit")
 FINISHED = ("completed", "failed", "user_exit")
@@ -99,6 +99,11 @@ def _created(state: dict, e: dict) -> None:
         "booted": False,
         "chainOutputs": {},  # task id -> the last chain output its coder handed over
         "coderAccounts": {},  # task id -> the last coder's `did`, when it handed over no chain output
+        "parallel": e.get("parallel") or 1,  # lanes: tasks worked on at once, each in its own worktree
+        "targetBranch": e.get("targetBranch"),  # where a parallel run merges its lanes
+        "lanes": {},  # task id -> its latest attempt's worktree, branch and base (parallel runs)
+        "laneOutputs": {},  # task id -> {coderOutput, reviewerOutput, ...}: each task's own last outputs
+        "mergeOutput": None,
     })
 
 
@@ -147,7 +152,8 @@ def _step_started(state: dict, e: dict) -> None:
 
 
 _OUTPUT_FIELD = {"coder": "coderOutput", "reviewer": "reviewerOutput", "validate": "validation",
-                 "approval": "approvalOutput", "planner": "plannerOutput"}
+                 "approval": "approvalOutput", "planner": "plannerOutput", "merge": "mergeOutput"}
+LANE_FIELDS = ("coderOutput", "reviewerOutput", "validation", "approvalOutput", "mergeOutput")
 
 
 def _step_finished(state: dict, e: dict) -> None:
@@ -169,6 +175,11 @@ def _step_finished(state: dict, e: dict) -> None:
         state[field] = e["output"]
         if step["kind"] == "coder" and e.get("validation") is not None:
             state["validation"] = e["validation"]
+        if task_id and field in LANE_FIELDS:
+            own = state.setdefault("laneOutputs", {}).setdefault(task_id, {})
+            own[field] = e["output"]
+            if step["kind"] == "coder" and e.get("validation") is not None:
+                own["validation"] = e["validation"]
     usage = e.get("usage") or {}
     per_task = state["taskMetrics"].get(step.get("taskId")) if step.get("taskId") else None
     for key in TOKEN_KEYS:
@@ -214,6 +225,10 @@ def _task_status(state: dict, e: dict) -> None:
             state["metrics"][metric] -= 1
 
 
+def _lane_opened(state: dict, e: dict) -> None:
+    state.setdefault("lanes", {})[e["taskId"]] = {k: e.get(k) for k in ("stepId", "worktree", "branch", "base", "previous")}
+
+
 def _task_changed(state: dict, e: dict) -> None:
     """The queue moved on to another task: its attempt count and the coder's output start over."""
     state["currentTaskIndex"] = e["index"]
@@ -233,11 +248,22 @@ _HANDLERS = {
     "decision": _decision,
     "task_status": _task_status,
     "task_changed": _task_changed,
+    "lane_opened": _lane_opened,
 }
+
+
+def lane_view(state: Mapping[str, Any], task_id: str | None) -> dict[str, Any]:
+    """The state as one lane of a parallel run sees it: the outputs, the attempts and the queue
+    position of task `task_id` under the seed's names, so that the seed's conditions
+    (`coderOutput.selfValidation.passed`, `currentTaskIndex`) read that task's own values."""
+    own = (state.get("laneOutputs") or {}).get(task_id) or {}
+    index = next((i for i, t in enumerate(state.get("tasks") or []) if t["id"] == task_id), 0)
+    return {**state, **{f: own.get(f) for f in LANE_FIELDS}, "currentTaskIndex": index,
+            "currentAttempts": (state.get("taskAttempts") or {}).get(task_id, 0)}
 
 
 def public(state: dict[str, Any]) -> dict[str, Any]:
     """The state as `flow status --json` prints it (without the engine's bookkeeping)."""
     hidden = {"controls", "lastSeq", "finalized", "agent", "stepTries", "stepErrors", "lastDecision", "booted",
-              "chainOutputs", "coderAccounts", "eventsOffset", "lastFinished", "bootMoment"}
+              "chainOutputs", "coderAccounts", "eventsOffset", "lastFinished", "bootMoment", "laneOutputs"}
     return {k: v for k, v in state.items() if k not in hidden}

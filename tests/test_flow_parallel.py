@@ -1,0 +1,322 @@
+"""Parallel lanes (`flow start --parallel N`): real git worktrees, a fake agent CLI per role,
+merges made by the run into the user's branch, conflicts seen by the decision logic, kill -9 and
+resume, `flow stop`, and the user's own merge never touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import run
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENT = Path(__file__).resolve().parent / "fixtures" / "fake_flow_agent.py"
+
+
+@pytest.fixture
+def project(git_repo: Path, capsys) -> Path:
+    """Tasks 1 and 2 (independent) and 3 (depends on 1), committed."""
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    assert run(capsys, git_repo, "new", "Notes on apples", "--ac", "NOTES.md names apples")[0] == 0
+    assert run(capsys, git_repo, "new", "Notes on pears", "--ac", "NOTES.md names pears")[0] == 0
+    assert run(capsys, git_repo, "new", "Index", "--dep", "1", "--ac", "INDEX.md exists")[0] == 0
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "project")
+    return git_repo
+
+
+def plan(tmp_path: Path, **entries) -> dict[str, str]:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({k.replace("__", ":"): v for k, v in entries.items()}))
+    return {"FAKE_PLAN": str(path), "FAKE_STATE": str(tmp_path / "agent-state"),
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def specflux(repo: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), *args],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+
+
+def agent_cmd() -> str:
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+
+
+def start(repo: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    return specflux(repo, "flow", "start", "--agent", "command", "--cmd", agent_cmd(), *extra, env=env)
+
+
+def status(repo: Path) -> dict:
+    done = specflux(repo, "flow", "status", "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def times(tmp_path: Path, role: str, task: str, n: int = 1) -> tuple[float, float, str]:
+    began, ended, cwd = (tmp_path / "agent-state" / f"{role}-{task}-{n}.times").read_text().split(" ", 2)
+    return float(began), float(ended), cwd
+
+
+def context(tmp_path: Path, role: str, task: str, n: int) -> str:
+    return (tmp_path / "agent-state" / f"{role}-{task}-{n}.txt").read_text()
+
+
+def no_lanes_left(repo: Path) -> None:
+    assert not (repo / ".specflux" / "worktrees").exists()
+    assert git(repo, "branch", "--list", "specflux/*").strip() == ""
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert listed.count("worktree ") == 1, listed
+
+
+def task_status(repo: Path, task: str) -> str:
+    done = specflux(repo, "show", task, "--json")
+    return json.loads(done.stdout)["metadata"]["status"]
+
+
+APPLES = {"write": {"NOTES.md": "apples\n"}, "check": True, "chain": "NOTES.md names apples", "sleep": 1.0}
+PEARS = {"write": {"NOTES.md": "pears\n"}, "check": True, "chain": "NOTES.md names pears", "sleep": 1.0}
+BOTH = {"write": {"NOTES.md": "apples\npears\n"}, "check": True, "chain": "NOTES.md names pears too"}
+INDEX = {"write": {"INDEX.md": "see NOTES.md\n"}, "check": True, "chain": "INDEX.md"}
+
+
+def test_independent_tasks_run_at_once_in_their_own_worktrees_and_are_merged(project, tmp_path):
+    env = plan(tmp_path, coder__1=[APPLES], coder__2=[{**PEARS, "write": {"PEARS.md": "pears\n"}}], coder__3=[INDEX])
+    done = start(project, env, "--parallel", "2")
+    assert done.returncode == 0, done.stderr + done.stdout
+    one, two = times(tmp_path, "coder", "1"), times(tmp_path, "coder", "2")
+    assert one[0] < two[1] and two[0] < one[1], "tasks 1 and 2 did not overlap"
+    assert one[2] != two[2] and ".specflux/worktrees/" in one[2] and ".specflux/worktrees/" in two[2]
+    three = times(tmp_path, "coder", "3")
+    assert three[0] > one[1], "task 3 started before its dependency finished"
+    assert "NOTES.md names apples" in context(tmp_path, "coder", "3", 1)  # its chain input, merged first
+    for name in ("NOTES.md", "PEARS.md", "INDEX.md"):
+        assert (project / name).is_file(), name
+    assert git(project, "status", "--porcelain", "--untracked-files=no").strip() == ""
+    merges = git(project, "log", "--merges", "--format=%s").splitlines()
+    assert sorted(m.split(":")[0] for m in merges) == ["Merge task 1", "Merge task 2", "Merge task 3"]
+    assert all(task_status(project, t) == "complete" for t in "123")
+    state = status(project)
+    assert state["status"] == "completed" and state["parallel"] == 2 and state["targetBranch"] == "main"
+    no_lanes_left(project)
+
+
+def test_two_tasks_writing_the_same_file_the_second_merge_conflicts_and_is_redone(project, tmp_path):
+    # task 1 is quick and merges first; task 2, slower, wrote the same file in its own lane
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 0.2}], coder__2=[{**PEARS, "sleep": 2.5}, BOTH])
+    done = start(project, env, "--parallel", "2", "1", "2")
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert (project / "NOTES.md").read_text() == "apples\npears\n"
+    retry = context(tmp_path, "coder", "2", 2)
+    assert "conflicts in NOTES.md" in retry and "+pears" in retry  # the conflict and the last attempt's change
+    state = status(project)
+    assert state["status"] == "completed", state
+    edges = state["edgeIterations"]
+    assert edges["merge-conflict"] == {"2": 1}
+    log = specflux(project, "flow", "log").stdout
+    assert "merge-conflict" in log
+    text = (project / ".specflux" / "task-states" / "task-2-state.md").read_text()
+    assert text.count("### Session ") >= 2, "the conflicted attempt's session was lost"
+    assert task_status(project, "1") == task_status(project, "2") == "complete"
+    no_lanes_left(project)
+
+
+def test_a_task_that_fails_in_its_lane_is_not_merged_and_its_log_is_kept(project, tmp_path):
+    broken = {"write": {"PEARS.md": "half done\n"}, "exit": 3}
+    env = plan(tmp_path, coder__1=[APPLES], coder__2=[broken], coder__3=[INDEX])
+    done = start(project, env, "--parallel", "2")
+    assert done.returncode == 1
+    state = status(project)
+    assert state["status"] == "failed" and state["failureReason"] == "max_iterations", state
+    assert task_status(project, "2") == "failed"
+    assert task_status(project, "1") == task_status(project, "3") == "complete"  # the other lanes went on
+    assert not (project / "PEARS.md").exists()  # nothing of the failed lane's change is merged
+    text = (project / ".specflux" / "task-states" / "task-2-state.md").read_text()
+    assert text.count("### Session ") == 4, "the failed lane's sessions were not carried over"
+    no_lanes_left(project)
+
+
+def test_the_conflict_limit_fails_the_task_in_the_decision_logic():
+    from specflux.flow.decisions import AgentResponse, DecisionContext
+    from specflux.flow.edges import MERGE_RETRIES, EdgeSpec
+    from specflux.flow.workflow import load_workflow
+
+    spec = EdgeSpec(load_workflow("queue", Path(".")), parallel=2)
+    tasks = [{"id": "1", "status": "pending", "dependencies": []}, {"id": "2", "status": "pending", "dependencies": []}]
+    state = {"tasks": tasks, "openSteps": {}, "edgeIterations": {"merge-conflict": {"2": MERGE_RETRIES - 1}}}
+    conflict = AgentResponse("s9", "merge", "OK", {"taskId": "2", "merged": False, "conflicts": ["NOTES.md"]}, "r", "2")
+    again = spec.on_agent_completed(state, conflict, DecisionContext(1, 1))
+    assert [a.work_kind for a in again.actions] == ["coder"] and again.actions[0].payload["after"] == "conflict"
+    state["edgeIterations"]["merge-conflict"]["2"] = MERGE_RETRIES
+    failed = spec.on_agent_completed(state, conflict, DecisionContext(1, 1))
+    assert failed.actions[0].key == "failed:2" and "merge_conflict" in failed.actions[0].value["reason"]
+    assert [(a.work_kind, a.payload["taskId"]) for a in failed.actions[1:]] == [("coder", "1")]  # a lane is free
+    merged = spec.on_agent_completed(state, AgentResponse("s9", "merge", "OK", {"taskId": "2", "merged": True}, "r", "2"),
+                                     DecisionContext(1, 1))
+    assert merged.actions[0].key == "accepted:2"
+
+
+def test_worktree_setup_runs_in_each_new_worktree_before_the_agent(project, tmp_path):
+    log = tmp_path / "setup.log"
+    script = tmp_path / "setup.py"
+    script.write_text(f"import os, time\nopen('.setup-ran', 'w').write('x')\n"
+                      f"open({str(log)!r}, 'a').write(f'{{os.getcwd()}} {{time.time()}}\\n')\n")
+    with open(project / ".specflux" / "config.toml", "a") as f:
+        f.write(f"\n[flow]\nworktree_setup = {json.dumps(shlex.join([sys.executable, str(script)]))}\n")
+    git(project, "commit", "-q", "-am", "setup")
+    env = plan(tmp_path, coder__1=[APPLES], coder__2=[{**PEARS, "write": {"PEARS.md": "pears\n"}}])
+    done = start(project, env, "--parallel", "2", "1", "2")
+    assert done.returncode == 0, done.stderr + done.stdout
+    ran = dict(line.rsplit(" ", 1) for line in log.read_text().splitlines())
+    for task in ("1", "2"):
+        began, _, cwd = times(tmp_path, "coder", task)
+        assert cwd in ran and float(ran[cwd]) < began  # set up first, in the agent's own worktree
+    assert ".setup-ran" not in git(project, "log", "--all", "--stat", "--format=")  # never committed
+    no_lanes_left(project)
+
+
+def test_a_failing_worktree_setup_fails_the_run_saying_why(project, tmp_path):
+    with open(project / ".specflux" / "config.toml", "a") as f:
+        f.write(f"\n[flow]\nworktree_setup = {json.dumps(shlex.join([sys.executable, '-c', 'import sys; sys.exit(4)']))}\n")
+    git(project, "commit", "-q", "-am", "setup")
+    done = start(project, plan(tmp_path, coder=[APPLES]), "--parallel", "2", "1", "2")
+    assert done.returncode == 1
+    assert "worktree_setup" in done.stderr and "exited with 4" in done.stderr
+    assert not (tmp_path / "agent-state").exists()  # no agent ran
+    no_lanes_left(project)
+
+
+def test_parallel_needs_committed_task_files_and_a_branch(project, tmp_path, capsys):
+    (project / ".specflux" / "task-states" / "task-1-state.md").write_text(
+        (project / ".specflux" / "task-states" / "task-1-state.md").read_text() + "\nedited\n")
+    done = start(project, plan(tmp_path), "--parallel", "2")
+    assert done.returncode == 2 and "commit them first" in done.stderr and "task-1-state.md" in done.stderr
+    git(project, "checkout", "-q", "--", ".")
+    git(project, "checkout", "-q", "--detach")
+    done = start(project, plan(tmp_path), "--parallel", "2")
+    assert done.returncode == 2 and "detached" in done.stderr
+
+
+def _background(repo: Path, env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(repo), "flow", "start", "--agent",
+                             "command", "--cmd", agent_cmd(), *args], env={**os.environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(predicate, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_kill_9_during_a_parallel_run_then_resume_finishes_it_and_cleans_up(project, tmp_path):
+    slow = {"sleep": 2.0}
+    env = plan(tmp_path, coder__1=[{**APPLES, **slow}], coder__2=[{**PEARS, **slow, "write": {"PEARS.md": "pears\n"}}],
+               coder__3=[INDEX])
+    proc = _background(project, env, "--parallel", "2")
+    state_dir = tmp_path / "agent-state"
+    _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (project / ".specflux" / "worktrees").is_dir()  # the lanes, left where the crash left them
+    time.sleep(2.5)  # the orphaned agents finish their writes in the worktrees
+    done = specflux(project, "flow", "resume", env=env, timeout=180)
+    assert done.returncode == 0, done.stderr + done.stdout
+    state = status(project)
+    assert state["status"] == "completed", state
+    assert all(task_status(project, t) == "complete" for t in "123")
+    assert (project / "NOTES.md").read_text() == "apples\n" and (project / "PEARS.md").is_file()
+    no_lanes_left(project)
+    # each task's attempt is in the history once as the crashed one and once as the one that finished
+    assert specflux(project, "lint").returncode == 0
+
+
+def test_flow_stop_stops_every_lane_and_removes_the_worktrees(project, tmp_path):
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}], coder__2=[{**PEARS, "sleep": 30}])
+    proc = _background(project, env, "--parallel", "2", "1", "2")
+    state_dir = tmp_path / "agent-state"
+    _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
+    began = time.monotonic()
+    done = specflux(project, "flow", "stop")
+    assert done.returncode == 0, done.stderr
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - began < 20, "stop waited for the agents to finish"
+    assert status(project)["status"] == "user_exit"
+    no_lanes_left(project)
+    assert not (project / "NOTES.md").exists()
+
+
+# --------------------------------------------------------------------- merging, at the library level
+
+
+def _lane(repo: Path, name: str, path: str, text: str) -> str:
+    """A branch off main that writes `path`."""
+    git(repo, "branch", name, "main")
+    wt = repo.parent / f"wt-{name.replace('/', '-')}"
+    git(repo, "worktree", "add", "-q", str(wt), name)
+    (wt / path).write_text(text)
+    git(wt, "add", path)
+    git(wt, "commit", "-q", "-m", f"{name} writes {path}")
+    git(repo, "worktree", "remove", "--force", str(wt))
+    return name
+
+
+def test_a_users_merge_in_progress_is_never_touched(git_repo):
+    from specflux.flow.worktrees import UserBusy, Worktrees
+
+    (git_repo / "a.txt").write_text("base\n")
+    git(git_repo, "add", "a.txt")
+    git(git_repo, "commit", "-q", "-m", "a")
+    git(git_repo, "checkout", "-q", "-b", "theirs")
+    (git_repo / "a.txt").write_text("theirs\n")
+    git(git_repo, "commit", "-q", "-am", "theirs")
+    git(git_repo, "checkout", "-q", "main")
+    (git_repo / "a.txt").write_text("ours\n")
+    git(git_repo, "commit", "-q", "-am", "ours")
+    lane = _lane(git_repo, "specflux/r1/1-s1", "b.txt", "lane\n")
+    subprocess.run(["git", "merge", "theirs"], cwd=git_repo, capture_output=True)  # conflicts: in progress
+    before = (git_repo / "a.txt").read_bytes(), git(git_repo, "rev-parse", "HEAD")
+    with pytest.raises(UserBusy, match="a merge is in progress"):
+        Worktrees(git_repo, "r1").merge(lane, "main", "merge the lane")
+    assert (git_repo / ".git" / "MERGE_HEAD").exists()
+    assert ((git_repo / "a.txt").read_bytes(), git(git_repo, "rev-parse", "HEAD")) == before
+
+
+def test_a_merge_keeps_the_users_uncommitted_changes_and_refuses_to_overwrite_them(git_repo):
+    from specflux.flow.worktrees import Worktrees
+
+    (git_repo / "mine.txt").write_text("mine\n")
+    git(git_repo, "add", "mine.txt")
+    git(git_repo, "commit", "-q", "-m", "mine")
+    (git_repo / "mine.txt").write_text("mine, edited and not committed\n")
+    first = _lane(git_repo, "specflux/r1/1-s1", "lane.txt", "lane\n")
+    result = Worktrees(git_repo, "r1").merge(first, "main", "merge lane 1")
+    assert result.merged and git(git_repo, "rev-parse", "HEAD").strip() == result.commit
+    assert (git_repo / "mine.txt").read_text() == "mine, edited and not committed\n"
+    assert (git_repo / "lane.txt").read_text() == "lane\n"
+    second = _lane(git_repo, "specflux/r1/2-s2", "mine.txt", "the lane's version\n")
+    result = Worktrees(git_repo, "r1").merge(second, "main", "merge lane 2")
+    assert not result.merged and not result.conflicts and "could not be checked out" in result.reason
+    assert (git_repo / "mine.txt").read_text() == "mine, edited and not committed\n"
+    assert git(git_repo, "log", "-1", "--format=%s").strip() == "merge lane 1"
+
+
+def test_a_conflicting_merge_is_aborted_and_names_the_paths(git_repo):
+    from specflux.flow.worktrees import Worktrees
+
+    a = _lane(git_repo, "specflux/r1/1-s1", "same.txt", "one\n")
+    b = _lane(git_repo, "specflux/r1/2-s2", "same.txt", "two\n")
+    trees = Worktrees(git_repo, "r1")
+    assert trees.merge(a, "main", "a").merged
+    head = git(git_repo, "rev-parse", "HEAD")
+    result = trees.merge(b, "main", "b")
+    assert not result.merged and result.conflicts == ("same.txt",)
+    assert git(git_repo, "rev-parse", "HEAD") == head and (git_repo / "same.txt").read_text() == "one\n"
+    assert trees.clean() and git(git_repo, "branch", "--list", "specflux/*").strip() == ""
