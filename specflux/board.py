@@ -59,7 +59,7 @@ def gather(manager: "TaskStateManager") -> dict[str, Any]:
         tasks.append(task)
     graph = Graph({t["id"]: t["dependencies"] for t in tasks}, {t["id"]: t["status"] for t in tasks},
                   {t["id"]: t["title"] for t in tasks})
-    problems = [f"{b['text']}" for b in broken] + graph.problems()
+    problems = [b["text"] for b in broken] + _problems(graph)
     for task in tasks:
         task["dependents"] = []
     by_id = {t["id"]: t for t in tasks}
@@ -91,8 +91,8 @@ def layout(graph: Graph) -> dict[str, Any]:
     layer: dict[str, int] = {d: 0 for d in missing}
     for t in graph.order():  # dependencies first; inside a cycle, one edge points backwards
         layer[t] = 1 + max((layer[d] for d in graph.deps[t] if d in layer), default=-1)
-    in_cycle = {(c[i], c[(i + 1) % len(c)]) for c in graph.cycles() for i in range(len(c))}
-    edges = [{"from": d, "to": t, "cycle": (t, d) in in_cycle}
+    group = components(graph.deps)
+    edges = [{"from": d, "to": t, "cycle": d in group and group[d] == group.get(t)}
              for t in sorted(graph.deps, key=natural_key) for d in graph.deps[t]]
     layers: list[list[str]] = [[] for _ in range(max(layer.values(), default=-1) + 1)]
     for node in [*missing, *graph.order()]:
@@ -116,6 +116,65 @@ def layout(graph: Graph) -> dict[str, Any]:
         "layers": len(layers),
         "rows": max((len(nodes) for nodes in layers), default=0),
     }
+
+
+def components(deps: dict[str, list[str]]) -> dict[str, int]:
+    """Each task caught in a dependency cycle -> the number of its strongly connected component
+    (Tarjan's algorithm without recursion: a chain of thousands of tasks is fine). An edge lies
+    on a cycle exactly when both its ends are in one component."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    group: dict[str, int] = {}
+    for start in deps:
+        if start in index:
+            continue
+        work = [(start, iter(deps[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in deps:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(deps[child])))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    if len(members) > 1:
+                        group.update(dict.fromkeys(members, len(group)))
+    return group
+
+
+def _problems(graph: Graph) -> list[str]:
+    """`graph.problems()`; where its cycle search recurses too deep (a chain of ~1,000 tasks),
+    the same sentences with each cycle's tasks found by `components`."""
+    try:
+        return graph.problems()
+    except RecursionError:
+        out = [f"task {t} depends on task {d}, which does not exist" for t, d in graph.unknown()]
+        found: dict[int, list[str]] = {}
+        for task, number in components(graph.deps).items():
+            found.setdefault(number, []).append(task)
+        return out + ["dependency cycle among tasks " + ", ".join(sorted(ts, key=natural_key)) for ts in found.values()]
 
 
 def histories(manager: "TaskStateManager") -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
