@@ -1,1 +1,1 @@
-"""Packaged templates (installed as specflux.templates); a workspace overrides them in .specflux/templates/."""
+"""Packaged templates (specflux.templates); a workspace overrides them in .specflux/templates/."""
