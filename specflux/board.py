@@ -278,9 +278,9 @@ def render(data: dict[str, Any], *, live: bool = False) -> tuple[str, str]:
     something on the page would)."""
     body = embed(data)
     version = hashlib.sha1(body.encode("utf-8")).hexdigest()[:16]
-    page = {**data, "version": version, "live": live, "generated": datetime.now().astimezone().isoformat(timespec="seconds")}
+    extra = embed({"version": version, "live": live, "generated": datetime.now().astimezone().isoformat(timespec="seconds")})
     template, _ = _template()
-    return template.replace(DATA_MARK, embed(page), 1), version
+    return template.replace(DATA_MARK, body[:-1] + ("," if body != "{}" else "") + extra[1:], 1), version  # two objects made one
 
 
 def write_board(manager: "TaskStateManager", out: Path) -> dict[str, Any]:
@@ -372,8 +372,8 @@ class Board:
         while not stop.wait(every):
             try:
                 self.refresh()
-            except (SpecfluxError, OSError) as e:  # a file mid-edit, a folder gone: keep the last page
-                print(f"specflux: board not refreshed: {e}", file=sys.stderr)
+            except Exception as e:  # noqa: BLE001 - whatever it was, say so and keep serving the last page
+                print(f"specflux: board not refreshed: {e if isinstance(e, SpecfluxError) else repr(e)}", file=sys.stderr)
 
 
 def _handler(board: Board, allowed_hosts: set[str] | None):
