@@ -102,7 +102,7 @@ def installed(wheel, tmp_path_factory) -> Path:
     env_dir = tmp_path_factory.mktemp("venv") / "env"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     bin_dir = env_dir / ("Scripts" if os.name == "nt" else "bin")
-    done = run(bin_dir / "python", "-m", "pip", "install", wheel, cwd=env_dir)
+    done = run(bin_dir / "python", "-m", "pip", "install", "--no-compile", wheel, cwd=env_dir)  # no .pyc: seconds
     install_or_skip(done, "installing the wheel")
     return bin_dir
 
@@ -159,7 +159,7 @@ def tools(tmp_path_factory) -> Path:
     env_dir = tmp_path_factory.mktemp("tools") / "env"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     bin_dir = env_dir / ("Scripts" if os.name == "nt" else "bin")
-    install_or_skip(run(bin_dir / "python", "-m", "pip", "install", "pipx", "uv", cwd=env_dir), "installing pipx and uv")
+    install_or_skip(run(bin_dir / "python", "-m", "pip", "install", "--no-compile", "pipx", "uv", cwd=env_dir), "installing pipx and uv")
     return bin_dir
 
 
@@ -177,7 +177,7 @@ def check_tool(bin_dir: Path, work: Path) -> None:
 def test_pipx_install_from_the_repository(tools, source, tmp_path):
     home = tmp_path / "pipx"
     env = clean_env(PIPX_HOME=str(home / "home"), PIPX_BIN_DIR=str(home / "bin"), PIPX_MAN_DIR=str(home / "man"))
-    done = run(tools / "pipx", "install", source, cwd=tmp_path, env=env)
+    done = run(tools / "pipx", "install", "--pip-args=--no-compile", source, cwd=tmp_path, env=env)
     install_or_skip(done, "pipx install .")
     (tmp_path / "work").mkdir()
     check_tool(home / "bin", tmp_path / "work")
