@@ -192,7 +192,7 @@ def histories(manager: "TaskStateManager") -> tuple[dict[str, list[dict[str, Any
     if ws.root != git.root:
         folders = [os.path.relpath(ws.root / f, git.root) for f in folders]
     fmt = "--format=%x1e%H%x1f%aI%x1f%s%x1f%(trailers:only,unfold)%x1f"
-    done = _run(("log", "--no-show-signature", "--no-renames", "--name-only", fmt, "--", *folders), git.root)
+    done = _run(("log", "--no-show-signature", "--no-renames", "-c", "--name-only", fmt, "--", *folders), git.root)
     if done.returncode:
         return {}, {}  # no commits yet, or git refused: the page shows no history
     out: dict[str, list[dict[str, Any]]] = {}

@@ -136,6 +136,24 @@ def test_one_git_log_gives_every_tasks_history_as_task_history_does(workspace):
     assert len(found["2"]) == 2 and found["2"][0]["session"] == 2 and found["7"][0]["usage"]["run"]
 
 
+def test_a_task_file_merged_from_two_branches_has_the_history_log_gives_it(tmp_path):
+    repo = new_repo(tmp_path / "repo")
+    sf(repo, "new", "One", "--ac", "a")
+    sf(repo, "new", "Two")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "side")
+    sf(repo, "session", "1", "--did", "side work")
+    sf(repo, "session", "2", "--did", "side two")
+    git(repo, "checkout", "-q", "main")
+    sf(repo, "session", "1", "--did", "main work")
+    git(repo, "merge", "-q", "--no-edit", "side")  # task 1 by the merge driver: differs from both parents
+    manager = TaskStateManager(Workspace(repo))
+    found, _ = histories(manager)
+    assert found["1"] == task_history(manager, "1") and found["1"][0]["subject"].startswith("Merge")
+    assert found["2"] == task_history(manager, "2")
+
+
 def test_layout_layers_by_longest_path_and_survives_cycles():
     graph = Graph({"a": [], "b": ["a"], "c": ["a", "b"], "x": ["y"], "y": ["x"], "z": ["ghost"]},
                   dict.fromkeys("abcxyz", "pending"), dict.fromkeys("abcxyz", "t"))
