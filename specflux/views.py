@@ -139,11 +139,13 @@ def _aligned(cells: list[list[str]]) -> str:
     return "\n".join([line.format(*r).rstrip() for r in cells])
 
 
-def _painted(cells: list[list[str]]) -> str:
-    """`_aligned` for cells holding colour codes: widths are what the terminal shows."""
-    from .terminal import width
+def _painted(cells: list[list[str]], sizes: list[list[int]] | None = None) -> str:
+    """`_aligned` for cells holding colour codes: widths are what the terminal shows (`sizes`, the
+    visible width of each cell, when the caller knows them)."""
+    if sizes is None:
+        from .terminal import width
 
-    sizes = [[width(c) for c in r] for r in cells]
+        sizes = [[width(c) for c in r] for r in cells]
     widths = [max(column) for column in zip(*sizes)][:-1]
     lines = []
     for r, s in zip(cells, sizes):
@@ -179,18 +181,24 @@ def _list_painted(rows: Sequence["TaskSummary"]) -> str:
     from . import terminal
     from .escape import safe
 
-    bar = terminal.bar if terminal.bars_fit() else (lambda done, total: f"{done}/{total}")
-    cells = [[terminal.paint(h, terminal.BOLD) for h in ("ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE")]]
+    bars = terminal.bars_fit()
+    headers = ("ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE")
+    cells = [[terminal.paint(h, terminal.BOLD) for h in headers]]
+    sizes = [[len(h) for h in headers]]  # what the terminal shows of each cell: computed, not measured
     for r in rows:
+        size = human_size(r.size)
         if r.error:
-            cells.append([r.id, terminal.status("BROKEN"), "-", "-", human_size(r.size), "-",
-                          terminal.paint(safe(str(r.error)), terminal.RED)])
-        else:
-            size = human_size(r.size) + terminal.paint(" !", terminal.YELLOW) if r.warnings else human_size(r.size)
-            cells.append([r.id, terminal.status(r.status), bar(r.done, r.total), str(r.sessions), size,
-                          ",".join(r.dependencies) or "-", safe(r.title)])
+            error = safe(str(r.error))
+            cells.append([r.id, terminal.status("BROKEN"), "-", "-", size, "-", terminal.paint(error, terminal.RED)])
+            sizes.append([len(r.id), 6, 1, 1, len(size), 1, len(error)])
+            continue
+        count, deps, title = f"{r.done}/{r.total}", ",".join(r.dependencies) or "-", safe(r.title)
+        cells.append([r.id, terminal.status(r.status), terminal.bar(r.done, r.total) if bars else count, str(r.sessions),
+                      size + terminal.paint(" !", terminal.YELLOW) if r.warnings else size, deps, title])
+        sizes.append([len(r.id), len(r.status), len(count) + 6 if bars else len(count), len(cells[-1][3]),
+                      len(size) + 2 if r.warnings else len(size), len(deps), len(title)])
     notes = [terminal.paint("!", terminal.YELLOW) + safe(f" {r.id}: {w}") for r in rows for w in r.warnings]
-    return _painted(cells) + ("\n\n" + "\n".join(notes) if notes else "")
+    return _painted(cells, sizes) + ("\n\n" + "\n".join(notes) if notes else "")
 
 
 def show_text(state: "TaskState", rel_path: str, size: int) -> str:

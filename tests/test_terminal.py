@@ -227,3 +227,15 @@ def test_force_color_into_a_pipe(workspace):
 def test_json_is_never_coloured(workspace):
     code, out = on_a_pty(["--root", str(workspace), "list", "--json"], env_for())
     assert code == 0 and "\x1b" not in out
+
+
+def test_coloured_columns_line_up_with_warnings_broken_rows_and_no_criteria():
+    """The visible widths list_table computes for coloured cells are the widths a terminal shows."""
+    table_rows = [*rows(), TaskSummary("9", ".specflux/task-states/task-9-state.md", 10, error=_error()),
+                  TaskSummary("100", "p", 80_000, "Big", "review", 3, 7, 12, ["1", "2"], warnings=["over 75 KB"])]
+    text = list_table(table_rows, colour=True)
+    shown = [ANSI.sub("", line) for line in text.split("\n\n")[0].splitlines()]
+    titles = ["TITLE", "Schema", "Evil", "Pending", ".specflux/task-states/task-9-state.md:1", "Big"]
+    assert len({line.index(title) for line, title in zip(shown, titles)}) == 1, "\n".join(shown)
+    assert "78.1 KB !" in shown[5]
+    assert ANSI.sub("", text.split("\n\n")[1]) == "! 100: over 75 KB"
