@@ -72,8 +72,7 @@ def gather(manager: "TaskStateManager") -> dict[str, Any]:
         task["history"] = history.get(task["id"], [])
         task["history_more"] = history_more.get(task["id"], 0)
     return {
-        "workspace": ws.root.name,
-        "root": str(ws.root),
+        "workspace": ws.root.name,  # the name only: the page may be shared
         "tasks": tasks,
         "broken": broken,
         "problems": problems,
@@ -94,9 +93,12 @@ def layout(graph: Graph) -> dict[str, Any]:
     group = components(graph.deps)
     edges = [{"from": d, "to": t, "cycle": d in group and group[d] == group.get(t)}
              for t in sorted(graph.deps, key=natural_key) for d in graph.deps[t]]
-    layers: list[list[str]] = [[] for _ in range(max(layer.values(), default=-1) + 1)]
+    linked = {e["from"] for e in edges} | {e["to"] for e in edges}
+    alone = [n for n in graph.order() if n not in linked]  # no dependency, nothing waits on it: a grid below
+    layers: list[list[str]] = [[] for _ in range(max((layer[n] for n in linked), default=-1) + 1)]
     for node in [*missing, *graph.order()]:
-        layers[layer[node]].append(node)
+        if node in linked:
+            layers[layer[node]].append(node)
     ups: dict[str, list[str]] = {n: [] for n in layer}
     downs: dict[str, list[str]] = {n: [] for n in layer}
     for e in edges:
@@ -110,12 +112,14 @@ def layout(graph: Graph) -> dict[str, Any]:
                 key = {n: sum(row[m] for m in near[n]) / len(near[n]) if near[n] else row[n] for n in nodes}
                 nodes.sort(key=lambda n: key[n])
                 row.update({n: i for i, n in enumerate(nodes)})
-    return {
-        "nodes": [{"id": n, "layer": layer[n], "row": row[n], "missing": n in missing} for nodes in layers for n in nodes],
-        "edges": edges,
-        "layers": len(layers),
-        "rows": max((len(nodes) for nodes in layers), default=0),
-    }
+    rows = max((len(nodes) for nodes in layers), default=0)
+    cols = max(len(layers), min(len(alone), 6), 1)
+    first = rows + 1 if rows else 0
+    nodes = [{"id": n, "layer": layer[n], "col": layer[n], "row": row[n], "missing": n in missing} for ns in layers for n in ns]
+    nodes += [{"id": n, "layer": 0, "col": i % cols, "row": first + i // cols, "missing": False, "alone": True}
+              for i, n in enumerate(alone)]
+    return {"nodes": nodes, "edges": edges, "layers": len(layers), "rows": rows,
+            "width": cols, "height": first + -(-len(alone) // cols)}
 
 
 def components(deps: dict[str, list[str]]) -> dict[str, int]:

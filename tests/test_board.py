@@ -162,8 +162,14 @@ def test_layout_layers_by_longest_path_and_survives_cycles():
     assert layer == {"a": 0, "b": 1, "c": 2, "x": 0, "y": 1, "z": 1, "ghost": 0}
     assert [n["id"] for n in drawn["nodes"] if n["missing"]] == ["ghost"]
     assert {(e["from"], e["to"]) for e in drawn["edges"] if e["cycle"]} == {("x", "y"), ("y", "x")}
-    rows = {(n["layer"], n["row"]) for n in drawn["nodes"]}
-    assert len(rows) == len(drawn["nodes"])  # no two nodes in one place
+    places = {(n["col"], n["row"]) for n in drawn["nodes"]}
+    assert len(places) == len(drawn["nodes"])  # no two nodes in one place
+    alone = layout(Graph({**dict.fromkeys("pqrstuvw", []), "b": ["a"], "a": []}, dict.fromkeys("pqrstuvwab", "pending"),
+                         dict.fromkeys("pqrstuvwab", "t")))
+    assert {n["id"]: (n["col"], n["row"]) for n in alone["nodes"]} == {  # tasks with no edge in a grid below
+        "a": (0, 0), "b": (1, 0), "p": (0, 2), "q": (1, 2), "r": (2, 2), "s": (3, 2), "t": (4, 2), "u": (5, 2),
+        "v": (0, 3), "w": (1, 3)}
+    assert (alone["width"], alone["height"]) == (6, 4)
     ring = {str(i): [str((i + 1) % 2000)] for i in range(2000)}  # one cycle through 2,000 tasks
     chain = {f"c{i}": [f"c{i - 1}"] if i else [] for i in range(2000)}  # and a chain 2,000 long
     started = time.perf_counter()
@@ -178,7 +184,7 @@ def test_task_text_cannot_end_the_script_element_it_is_embedded_in():
     text = embed({"title": hostile})
     assert "<" not in text and ">" not in text and "&" not in text
     assert json.loads(text) == {"title": hostile}
-    page, _ = render({"workspace": "w", "root": "/w", "tasks": [], "broken": [], "problems": [hostile],
+    page, _ = render({"workspace": "w", "tasks": [], "broken": [], "problems": [hostile],
                       "graph": layout(Graph({}, {}, {})), "runs": [], "git": False})
     assert page.count("</script>") == 2 and page.count("<script") == 2  # the template's own
 
