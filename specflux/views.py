@@ -185,6 +185,7 @@ def _list_painted(rows: Sequence["TaskSummary"]) -> str:
     headers = ("ID", "STATUS", "DONE", "SESSIONS", "SIZE", "DEPS", "TITLE")
     cells = [[terminal.paint(h, terminal.BOLD) for h in headers]]
     sizes = [[len(h) for h in headers]]  # what the terminal shows of each cell: computed, not measured
+    painted: dict = {}  # statuses and bars, each painted once
     for r in rows:
         size = human_size(r.size)
         if r.error:
@@ -193,7 +194,9 @@ def _list_painted(rows: Sequence["TaskSummary"]) -> str:
             sizes.append([len(r.id), 6, 1, 1, len(size), 1, len(error)])
             continue
         count, deps, title = f"{r.done}/{r.total}", ",".join(r.dependencies) or "-", safe(r.title)
-        cells.append([r.id, terminal.status(r.status), terminal.bar(r.done, r.total) if bars else count, str(r.sessions),
+        status = painted.get(r.status) or painted.setdefault(r.status, terminal.status(r.status))
+        done = painted.get((r.done, r.total)) or painted.setdefault((r.done, r.total), terminal.bar(r.done, r.total))
+        cells.append([r.id, status, done if bars else count, str(r.sessions),
                       size + terminal.paint(" !", terminal.YELLOW) if r.warnings else size, deps, title])
         sizes.append([len(r.id), len(r.status), len(count) + 6 if bars else len(count), len(cells[-1][3]),
                       len(size) + 2 if r.warnings else len(size), len(deps), len(title)])
