@@ -113,10 +113,14 @@ def human_size(size: int) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], last_wide: bool = True, *,
           status_column: int | None = None, colour: bool | None = None) -> str:
-    """An aligned table; the last column is left unpadded. Cells must already be safe to print
-    (`escape.safe`). On a terminal (`colour`, default: `terminal.colour()`) the headers are bold and
-    the cells of `status_column` are in their status's colour; otherwise plain text."""
+    """An aligned table; the last column is left unpadded. Plain text unless a `status_column` is
+    named: then, on a terminal (`colour`, default: `terminal.colour()`), the headers are bold and
+    that column's cells are in their status's colour. Such a table's cells must already be safe to
+    print (`escape.safe`), and the table must not be escaped again (that would show the colour
+    codes as text); a plain table may be."""
     cells = [list(headers), *([str(c) for c in r] for r in rows)]
+    if status_column is None:
+        return _aligned(cells)
     if colour is None:
         from .terminal import colour as decide
 
@@ -125,9 +129,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], last_wide: bool
         return _aligned(cells)
     from . import terminal
 
-    if status_column is not None:
-        for r in cells[1:]:
-            r[status_column] = terminal.status(r[status_column])
+    for r in cells[1:]:
+        r[status_column] = terminal.status(r[status_column])
     cells[0] = [terminal.paint(h, terminal.BOLD) for h in cells[0]]
     return _painted(cells)
 

@@ -239,3 +239,10 @@ def test_coloured_columns_line_up_with_warnings_broken_rows_and_no_criteria():
     assert len({line.index(title) for line, title in zip(shown, titles)}) == 1, "\n".join(shown)
     assert "78.1 KB !" in shown[5]
     assert ANSI.sub("", text.split("\n\n")[1]) == "! 100: over 75 KB"
+
+
+def test_tables_without_a_status_column_stay_plain_on_a_terminal(plain_env, monkeypatch):
+    """log, plan and import escape their whole table: it must hold no colour codes to escape."""
+    monkeypatch.setattr(sys, "stdout", Tty())
+    assert table(["COMMIT", "SUBJECT"], [["abc", "x"]]) == "COMMIT  SUBJECT\nabc     x"
+    assert "\x1b[" in table(["ID", "STATUS"], [["1", "complete"]], status_column=1)
