@@ -253,6 +253,33 @@ def test_flow_stop_stops_every_lane_and_removes_the_worktrees(project, tmp_path)
     assert not (project / "NOTES.md").exists()
 
 
+def test_ctrl_c_stops_the_lanes_agents_and_resume_finishes_the_run(project, tmp_path):
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}, APPLES], coder__2=[{**PEARS, "sleep": 30, "write": {"PEARS.md": "p\n"}},
+                                                                              {**PEARS, "write": {"PEARS.md": "p\n"}}],
+               coder__3=[INDEX])
+    proc = _background(project, env, "--parallel", "2")
+    state_dir = tmp_path / "agent-state"
+    _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
+    began = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert time.monotonic() - began < 20, "Ctrl-C waited for the agents to finish"
+    assert not (state_dir / "coder-1-1.times").exists()  # the agents were stopped, not waited for
+    state = status(project)
+    assert state["status"] == "paused" and state["pausedFor"] == "user"
+    done = specflux(project, "flow", "resume", env=env, timeout=180)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert all(task_status(project, t) == "complete" for t in "123")
+    no_lanes_left(project)
+
+
+def test_a_parallel_run_is_not_replayed_step_for_step(project, tmp_path):
+    env = plan(tmp_path, coder__1=[APPLES], coder__2=[{**PEARS, "write": {"PEARS.md": "p\n"}}], coder__3=[INDEX])
+    assert start(project, env, "--parallel", "2").returncode == 0
+    done = specflux(project, "flow", "replay")
+    assert done.returncode == 2 and "parallel lanes" in done.stderr
+
+
 # --------------------------------------------------------------------- merging, at the library level
 
 

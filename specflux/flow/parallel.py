@@ -56,6 +56,13 @@ class ParallelEngine(Engine):
     def drive(self) -> dict[str, Any]:
         try:
             return super().drive()
+        except KeyboardInterrupt:  # Ctrl-C outside the wait for results: the same as inside it
+            self.cancel.set()
+            self._drain(record=False)
+            if self.run.state()["status"] == "running":
+                self._record({"type": "status", "status": "paused", "pausedFor": "user"})
+            self.run.save()
+            return self.run.state()
         finally:
             if self.run.state()["status"] in FINISHED and not self.running:
                 self.worktrees.clean()

@@ -57,6 +57,9 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
     git = manager.git
     if git is None or not base:
         raise RunError(f"run {run.id} did not start in a git repository with a commit: there is nothing to clone")
+    if (created.get("parallel") or 1) > 1:
+        raise UsageError(f"run {run.id} ran in parallel lanes, whose results arrived in the order its agents "
+                         "finished: it cannot be replayed step for step yet")
     agent = (created.get("agent") or {}).get("kind", "anthropic")
     if agent == "command":
         raise UsageError(f"run {run.id} used an agent CLI (--agent command), whose sessions are not recorded; "
