@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,23 +41,15 @@ _ARCHIVE_FILE = re.compile(r"task-([A-Za-z0-9][A-Za-z0-9._-]*)-archive\.md")
 # --------------------------------------------------------------------- the data
 
 
-def gather(manager: "TaskStateManager") -> dict[str, Any]:
-    """Everything the page shows, as plain JSON values."""
+def gather(manager: "TaskStateManager", cache: dict[str, tuple] | None = None) -> dict[str, Any]:
+    """Everything the page shows, as plain JSON values. `cache` (kept by `--serve` between
+    regenerations) holds each file's parsed task by its stat, so that only changed files are read."""
     ws = manager.ws
     tasks, broken = [], []
     for task_id in ws.task_ids():
-        rel = ws.task_rel(task_id)
-        try:
-            doc = manager.load(task_id)
-            state = doc.to_state(task_id)
-        except SpecfluxError as e:
-            broken.append({"id": task_id, "path": rel, "error": error_json(e.located(rel)), "text": str(e)})
-            continue
-        task = task_json(state, rel, len(doc.text.encode("utf-8")))
-        task["done"] = state.done
-        for shown, criterion in zip(task["criteria"], state.criteria):
-            shown["depth"] = criterion.depth
-        tasks.append(task)
+        entry = _task_entry(manager, task_id, cache)
+        (broken if "error" in entry else tasks).append(entry)
+    tasks = [dict(t) for t in tasks]  # copies: the cached ones stay as parsed
     graph = Graph({t["id"]: t["dependencies"] for t in tasks}, {t["id"]: t["status"] for t in tasks},
                   {t["id"]: t["title"] for t in tasks})
     problems = [b["text"] for b in broken] + _problems(graph)
@@ -80,6 +73,34 @@ def gather(manager: "TaskStateManager") -> dict[str, Any]:
         "runs": runs(ws),
         "git": manager.git is not None,
     }
+
+
+def _task_entry(manager: "TaskStateManager", task_id: str, cache: dict[str, tuple] | None) -> dict[str, Any]:
+    """One task as `show --json` gives it (with `done` and criteria depths), or a broken file's
+    error, from `cache` when the file's stat is unchanged (and was not written in the last 2 s,
+    when a change could keep the same mtime)."""
+    rel = manager.ws.task_rel(task_id)
+    key = None
+    if cache is not None:
+        try:
+            st = os.stat(manager.path(task_id))
+            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        except OSError:
+            key = None
+        if key is not None and cache.get(task_id, (None,))[0] == key:
+            return cache[task_id][1]
+    try:
+        doc = manager.load(task_id)
+        state = doc.to_state(task_id)
+    except SpecfluxError as e:
+        return {"id": task_id, "path": rel, "error": error_json(e.located(rel)), "text": str(e)}
+    task = task_json(state, rel, len(doc.text.encode("utf-8")))
+    task["done"] = state.done
+    for shown, criterion in zip(task["criteria"], state.criteria):
+        shown["depth"] = criterion.depth
+    if cache is not None and key is not None and time.time_ns() - key[1] > 2_000_000_000:
+        cache[task_id] = (key, task)
+    return task
 
 
 def layout(graph: Graph) -> dict[str, Any]:
@@ -317,6 +338,7 @@ class Board:
         self.page = b""
         self.version = ""
         self._signature: Any = None
+        self._parsed: dict[str, tuple] = {}  # task id -> (stat, parsed task): only changed files are read again
         self._gitdir = self._find_gitdir()
 
     def _find_gitdir(self) -> Path | None:
@@ -361,7 +383,7 @@ class Board:
         if signature == self._signature:
             return False
         self._signature = signature
-        data = gather(self.manager)
+        data = gather(self.manager, self._parsed)
         html, version = render(data, live=True)
         if version == self.version:
             return False

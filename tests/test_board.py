@@ -154,6 +154,24 @@ def test_a_task_file_merged_from_two_branches_has_the_history_log_gives_it(tmp_p
     assert found["2"] == task_history(manager, "2")
 
 
+def test_serve_reads_again_only_the_files_that_changed(tmp_path):
+    repo = new_repo(tmp_path / "repo")
+    for title in ("One", "Two", "Three"):
+        sf(repo, "new", title, "--ac", "a")
+    hour_ago = time.time() - 3600
+    for path in (repo / ".specflux" / "task-states").iterdir():
+        os.utime(path, (hour_ago, hour_ago))  # older than the 2 s in which a change could keep its mtime
+    manager = TaskStateManager(Workspace(repo))
+    cache: dict = {}
+    assert gather(manager, cache) == gather(manager) and sorted(cache) == ["1", "2", "3"]
+    parsed = {k: v[1] for k, v in cache.items()}
+    sf(repo, "set", "2", "--title", "Two, renamed")
+    again = gather(manager, cache)
+    assert again == gather(manager) and [t["title"] for t in again["tasks"]] == ["One", "Two, renamed", "Three"]
+    assert cache["1"][1] is parsed["1"] and cache["3"][1] is parsed["3"]  # not read again
+    assert "history" not in parsed["1"]  # the page's additions go to copies
+
+
 def test_layout_layers_by_longest_path_and_survives_cycles():
     graph = Graph({"a": [], "b": ["a"], "c": ["a", "b"], "x": ["y"], "y": ["x"], "z": ["ghost"]},
                   dict.fromkeys("abcxyz", "pending"), dict.fromkeys("abcxyz", "t"))
