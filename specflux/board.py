@@ -280,15 +280,15 @@ def runs(ws: "Workspace") -> list[dict[str, Any]]:
 # --------------------------------------------------------------------- the page
 
 
-def _template() -> tuple[str, str]:
-    """The page template with its script's CSP hash filled in, and that hash."""
+def _template() -> str:
+    """The page template with its script's hash in its Content-Security-Policy."""
     from importlib import resources
 
     page = resources.files("specflux").joinpath("board_page.html").read_text(encoding="utf-8")
     start = page.index("<script>") + len("<script>")
     script = page[start : page.index("</script>", start)]
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
-    return page.replace(HASH_MARK, digest, 1), digest
+    return page.replace(HASH_MARK, digest, 1)
 
 
 def embed(data: Any) -> str:
@@ -304,8 +304,7 @@ def render(data: dict[str, Any], *, live: bool = False) -> tuple[str, str]:
     body = embed(data)
     version = hashlib.sha1(body.encode("utf-8")).hexdigest()[:16]
     extra = embed({"version": version, "live": live, "generated": datetime.now().astimezone().isoformat(timespec="seconds")})
-    template, _ = _template()
-    return template.replace(DATA_MARK, body[:-1] + ("," if body != "{}" else "") + extra[1:], 1), version  # two objects made one
+    return _template().replace(DATA_MARK, body[:-1] + ("," if body != "{}" else "") + extra[1:], 1), version  # two objects made one
 
 
 def write_board(manager: "TaskStateManager", out: Path) -> dict[str, Any]:
@@ -339,16 +338,12 @@ class Board:
         self.version = ""
         self._signature: Any = None
         self._parsed: dict[str, tuple] = {}  # task id -> (stat, parsed task): only changed files are read again
-        self._gitdir = self._find_gitdir()
+        self._gitdir: Path | None = None  # its HEAD and logs/HEAD: a commit changes the history shown
+        if manager.git is not None:
+            from .vcs import _run
 
-    def _find_gitdir(self) -> Path | None:
-        git = self.manager.git
-        if git is None:
-            return None
-        from .vcs import _run
-
-        done = _run(("rev-parse", "--absolute-git-dir"), git.root)
-        return Path(done.stdout.strip()) if done.returncode == 0 else None
+            done = _run(("rev-parse", "--absolute-git-dir"), manager.git.root)
+            self._gitdir = Path(done.stdout.strip()) if done.returncode == 0 else None
 
     def signature(self) -> tuple:
         """What the page depends on, cheaply: names, sizes and mtimes of the files it reads."""
@@ -367,13 +362,12 @@ class Board:
                     parts.append((e.name, st.st_size, st.st_mtime_ns, st.st_ino))
                 except OSError:
                     parts.append((e.name, None))
-        for name in ("HEAD", "logs/HEAD"):
-            if self._gitdir is not None:
-                try:
-                    st = (self._gitdir / name).stat()
-                    parts.append((name, st.st_size, st.st_mtime_ns))
-                except OSError:
-                    pass
+        for name in ("HEAD", "logs/HEAD") if self._gitdir is not None else ():
+            try:
+                st = (self._gitdir / name).stat()
+                parts.append((name, st.st_size, st.st_mtime_ns))
+            except OSError:
+                parts.append((name, None))
         parts.sort(key=repr)
         return tuple(parts)
 
@@ -402,7 +396,9 @@ class Board:
                 print(f"specflux: board not refreshed: {e if isinstance(e, SpecfluxError) else repr(e)}", file=sys.stderr)
 
 
-def _handler(board: Board, allowed_hosts: set[str] | None):
+def _handler(board: Board):
+    """Answers `/` (the page) and `/version`; on a loopback address only to this machine's names
+    (`server.hosts`), so that a page elsewhere cannot rebind a name of its own to the board."""
     from http.server import BaseHTTPRequestHandler
 
     class Handler(BaseHTTPRequestHandler):
@@ -415,8 +411,8 @@ def _handler(board: Board, allowed_hosts: set[str] | None):
             self._answer(body=False)
 
         def _answer(self, body: bool) -> None:
-            host = (self.headers.get("Host") or "").lower()
-            if allowed_hosts is not None and host not in allowed_hosts:  # DNS rebinding
+            hosts = self.server.hosts  # type: ignore[attr-defined]
+            if hosts is not None and (self.headers.get("Host") or "").lower() not in hosts:
                 return self._send(403, "text/plain", b"forbidden host\n", body)
             path = self.path.split("?", 1)[0]
             if path == "/":
@@ -459,7 +455,7 @@ def serve(manager: "TaskStateManager", host: str, port: int, out: Path | None = 
                 super().handle_error(request, client_address)
 
     try:
-        server = Server((host, port), _handler(board, None))
+        server = Server((host, port), _handler(board))
     except OSError as e:
         raise UsageError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
     bound = server.server_address[1]
@@ -468,9 +464,8 @@ def serve(manager: "TaskStateManager", host: str, port: int, out: Path | None = 
         loopback = ipaddress.ip_address(host).is_loopback
     except ValueError:
         loopback = host == "localhost"
-    if loopback:  # only names of this machine: a page elsewhere cannot rebind a name to it
-        names = {"localhost", "127.0.0.1", "[::1]", shown.lower()}
-        server.RequestHandlerClass = _handler(board, {f"{n}:{bound}" for n in names})
+    names = {"localhost", "127.0.0.1", "[::1]", shown.lower()}
+    server.hosts = {f"{n}:{bound}" for n in names} if loopback else None  # type: ignore[attr-defined]
     stop = threading.Event()
     watcher = threading.Thread(target=board.watch, args=(stop,), daemon=True)
     watcher.start()
