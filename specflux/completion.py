@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 TASK_DESTS = {"id", "ids"}  # positionals that name a task (`new --id` names a new one)
 TASK_OPTIONS = {"dep", "add_dep", "remove_dep"}  # options that name a task
 RUN_DESTS = {"run"}
-FILE_DESTS = {"path", "paths", "prd", "recording", "out", "base", "ours", "theirs", "json_file", "workflow"}
+FILE_DESTS = {"path", "paths", "prd", "recording", "out", "base", "ours", "theirs", "workflow"}
 DIR_DESTS = {"dir", "root", "into"}
 
 
