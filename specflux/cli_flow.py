@@ -201,7 +201,7 @@ def _control(action):
         from .flow import runs
 
         manager, run = _run(args, manager_for)
-        print(f"run {run.id}: {runs.control(run, action, getattr(args, 'note', None))}")
+        print(f"run {run.id}: {runs.control(run, action, getattr(args, 'note', None), manager)}")
         if action in ("approve", "reject") and not run.engine_running():
             state = runs.drive(manager, run, say=Progress(run))
             return _finish(run, state)

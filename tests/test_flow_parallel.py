@@ -273,6 +273,20 @@ def test_ctrl_c_stops_the_lanes_agents_and_resume_finishes_the_run(project, tmp_
     no_lanes_left(project)
 
 
+def test_stopping_a_paused_parallel_run_removes_its_lanes(project, tmp_path):
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}], coder__2=[{**PEARS, "sleep": 30}])
+    proc = _background(project, env, "--parallel", "2", "1", "2")
+    state_dir = tmp_path / "agent-state"
+    _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert status(project)["status"] == "paused"
+    assert len(list((project / ".specflux" / "worktrees").iterdir())) == 1  # the run's folder of lanes
+    done = specflux(project, "flow", "stop")
+    assert done.returncode == 0 and "run stopped" in done.stdout
+    no_lanes_left(project)
+
+
 def test_a_parallel_run_is_not_replayed_step_for_step(project, tmp_path):
     env = plan(tmp_path, coder__1=[APPLES], coder__2=[{**PEARS, "write": {"PEARS.md": "p\n"}}], coder__3=[INDEX])
     assert start(project, env, "--parallel", "2").returncode == 0

@@ -118,6 +118,7 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
 
     state = run.state()
     if state["status"] in FINISHED:
+        _remove_lanes(manager, run)  # (a crash between the end of the run and its clean-up)
         return state
     source = _created(run)["workflow"]
     flow = load_workflow(source.get("source") or state["workflow"], manager.ws.dir)
@@ -146,6 +147,15 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
     return engine.drive()
 
 
+def _remove_lanes(manager: "TaskStateManager", run: Run) -> None:
+    """The worktrees and branches of a parallel run that has ended, if any are left."""
+    git = manager.git
+    if (run.state().get("parallel") or 1) > 1 and git is not None:
+        from .worktrees import Worktrees
+
+        Worktrees(git.root, run.id).clean()
+
+
 def _created(run: Run) -> dict[str, Any]:
     first = run.events.read()[0]
     if first["type"] != "run_created":
@@ -158,7 +168,7 @@ def _agents_of(run: Run) -> Agents:
     return Agents(kind=agent.get("kind", "anthropic"), cmd=agent.get("cmd"), model=agent.get("model"))
 
 
-def control(run: Run, action: str, note: str | None = None) -> str:
+def control(run: Run, action: str, note: str | None = None, manager: "TaskStateManager | None" = None) -> str:
     """Record a control request from any terminal; returns what will happen. The engine reads
     it before its next action (`stop` interrupts the step in flight at once)."""
     if action not in CONTROLS:
@@ -181,6 +191,8 @@ def control(run: Run, action: str, note: str | None = None) -> str:
             run.record({"type": "control_handled", "control": seq})
             run.record({"type": "status", "status": "user_exit"})
             run.save()
+            if manager is not None:
+                _remove_lanes(manager, run)
             return "run stopped"
         return "the run stops now (the step in flight is interrupted and records so)"
     if action in ("approve", "reject"):
