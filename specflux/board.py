@@ -41,13 +41,14 @@ _ARCHIVE_FILE = re.compile(r"task-([A-Za-z0-9][A-Za-z0-9._-]*)-archive\.md")
 # --------------------------------------------------------------------- the data
 
 
-def gather(manager: "TaskStateManager", cache: dict[str, tuple] | None = None) -> dict[str, Any]:
+def gather(manager: "TaskStateManager", cache: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything the page shows, as plain JSON values. `cache` (kept by `--serve` between
-    regenerations) holds each file's parsed task by its stat, so that only changed files are read."""
+    regenerations) holds each file's parsed task by its stat, so that only changed files are read,
+    and the history by git's HEAD."""
     ws = manager.ws
     tasks, broken = [], []
     for task_id in ws.task_ids():
-        entry = _task_entry(manager, task_id, cache)
+        entry = _task_entry(manager, task_id, None if cache is None else cache.setdefault("tasks", {}))
         (broken if "error" in entry else tasks).append(entry)
     tasks = [dict(t) for t in tasks]  # copies: the cached ones stay as parsed
     graph = Graph({t["id"]: t["dependencies"] for t in tasks}, {t["id"]: t["status"] for t in tasks},
@@ -60,7 +61,7 @@ def gather(manager: "TaskStateManager", cache: dict[str, tuple] | None = None) -
         for dep in task["dependencies"]:
             if dep in by_id:
                 by_id[dep]["dependents"].append(task["id"])
-    history, history_more = histories(manager)
+    history, history_more = histories(manager, cache)
     for task in tasks:
         task["history"] = history.get(task["id"], [])
         task["history_more"] = history_more.get(task["id"], 0)
@@ -202,15 +203,23 @@ def _problems(graph: Graph) -> list[str]:
         return out + ["dependency cycle among tasks " + ", ".join(sorted(ts, key=natural_key)) for ts in found.values()]
 
 
-def histories(manager: "TaskStateManager") -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
+def histories(manager: "TaskStateManager", cache: dict[str, Any] | None = None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
     """Every task's `history.task_history`, from one `git log` over the task and archive folders
     instead of one per task (tests check the two agree): task id -> newest entries, and how many
-    older ones were left off."""
+    older ones were left off. With `cache`, read again only when HEAD moved."""
     git = manager.git
     if git is None:
         return {}, {}
     from .history import _number
     from .vcs import _run
+
+    if cache is not None:
+        head = _run(("rev-parse", "-q", "--verify", "HEAD"), git.root).stdout.strip()
+        if cache.get("history", (None,))[0] == head:
+            return cache["history"][1]
+        found = histories(manager)
+        cache["history"] = (head, found)
+        return found
 
     ws = manager.ws
     folders = [ws.relative(ws.states_dir), ws.relative(ws.archives_dir)]
@@ -337,7 +346,7 @@ class Board:
         self.page = b""
         self.version = ""
         self._signature: Any = None
-        self._parsed: dict[str, tuple] = {}  # task id -> (stat, parsed task): only changed files are read again
+        self._parsed: dict[str, Any] = {}  # parsed tasks by file stat, the history by HEAD: only what changed is read again
         self._gitdir: Path | None = None  # its HEAD and logs/HEAD: a commit changes the history shown
         if manager.git is not None:
             from .vcs import _run

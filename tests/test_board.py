@@ -154,7 +154,7 @@ def test_a_task_file_merged_from_two_branches_has_the_history_log_gives_it(tmp_p
     assert found["2"] == task_history(manager, "2")
 
 
-def test_serve_reads_again_only_the_files_that_changed(tmp_path):
+def test_serve_reads_again_only_the_files_and_history_that_changed(tmp_path):
     repo = new_repo(tmp_path / "repo")
     for title in ("One", "Two", "Three"):
         sf(repo, "new", title, "--ac", "a")
@@ -163,12 +163,16 @@ def test_serve_reads_again_only_the_files_that_changed(tmp_path):
         os.utime(path, (hour_ago, hour_ago))  # older than the 2 s in which a change could keep its mtime
     manager = TaskStateManager(Workspace(repo))
     cache: dict = {}
-    assert gather(manager, cache) == gather(manager) and sorted(cache) == ["1", "2", "3"]
-    parsed = {k: v[1] for k, v in cache.items()}
+    assert gather(manager, cache) == gather(manager) and sorted(cache["tasks"]) == ["1", "2", "3"]
+    parsed = {k: v[1] for k, v in cache["tasks"].items()}
+    history = cache["history"]
     sf(repo, "set", "2", "--title", "Two, renamed")
     again = gather(manager, cache)
     assert again == gather(manager) and [t["title"] for t in again["tasks"]] == ["One", "Two, renamed", "Three"]
-    assert cache["1"][1] is parsed["1"] and cache["3"][1] is parsed["3"]  # not read again
+    assert cache["tasks"]["1"][1] is parsed["1"] and cache["tasks"]["3"][1] is parsed["3"]  # not read again
+    assert cache["history"] is history  # no commit since
+    sf(repo, "session", "2", "--did", "committed")
+    assert gather(manager, cache)["tasks"][1]["history"][0]["session"] == 1  # HEAD moved: read again
     assert "history" not in parsed["1"]  # the page's additions go to copies
 
 
