@@ -87,15 +87,23 @@ class Graph:
         return [(t, d) for t, ds in self.deps.items() for d in ds if d not in self.deps]
 
     def cycles(self) -> list[list[str]]:
-        """Each dependency cycle once, as the list of tasks around it."""
+        """Each dependency cycle once, as the list of tasks around it. A depth-first search with
+        its own stack: a chain of thousands of tasks must not exhaust Python's recursion."""
         found: list[list[str]] = []
         seen_in_cycle: set[str] = set()
         state: dict[str, int] = {}  # 1 visiting, 2 done
-
-        def visit(node: str, path: list[str]) -> None:
-            state[node] = 1
-            path.append(node)
-            for dep in self.deps.get(node, []):
+        for root in sorted(self.deps, key=natural_key):
+            if root in state:
+                continue
+            path: list[str] = [root]
+            state[root] = 1
+            stack = [iter(self.deps.get(root, []))]
+            while stack:
+                dep = next(stack[-1], None)
+                if dep is None:
+                    stack.pop()
+                    state[path.pop()] = 2
+                    continue
                 if dep not in self.deps:
                     continue
                 if state.get(dep) == 1:
@@ -104,13 +112,9 @@ class Graph:
                         found.append(cycle)
                         seen_in_cycle.update(cycle)
                 elif state.get(dep) is None:
-                    visit(dep, path)
-            path.pop()
-            state[node] = 2
-
-        for node in sorted(self.deps, key=natural_key):
-            if node not in state:
-                visit(node, [])
+                    state[dep] = 1
+                    path.append(dep)
+                    stack.append(iter(self.deps.get(dep, [])))
         return found
 
     def problems(self) -> list[str]:

@@ -369,3 +369,16 @@ def test_graph_is_a_mermaid_flowchart_with_every_edge(repo, capsys):
         node = next(ln for ln in lines if re.match(rf"\s*t_{task_id}\[", ln))
         assert title in node
     assert re.search(r"t_1\[.*complete", out) and re.search(r"t_2\[.*pending", out)
+
+
+def test_a_chain_of_thousands_of_tasks_is_checked_without_recursion(tmp_path):
+    """Each task depends on the next higher id: the search for cycles goes 3,000 deep."""
+    from specflux.chain import Graph
+
+    graph = Graph.__new__(Graph)
+    n = 3000
+    graph.deps = {str(i): ([str(i + 1)] if i < n else []) for i in range(1, n + 1)}
+    assert graph.cycles() == []
+    graph.deps[str(n)] = ["1"]  # and closed into one ring
+    (ring,) = graph.cycles()
+    assert len(ring) == n and ring[0] == "1"
