@@ -107,3 +107,15 @@ def test_a_spec_kit_tasks_md_imports_and_completing_a_task_ticks_its_line(repo, 
     assert "specs/tasks.md" in git(repo, "show", "--name-only", "--format=", "HEAD").split()
     code, out, err = run(capsys, repo, "import", str(source))
     assert "0 task(s) created, 29 already there" in out
+
+
+def test_a_source_whose_chain_is_thousands_long_is_ordered_without_recursion():
+    from specflux.importers.apply import _dependencies_first
+    from specflux.importers.drafts import TaskDraft
+
+    n = 3000  # each task depends on the one after it: dependencies first means the reverse order
+    drafts = [TaskDraft(str(i), f"task {i}", dependencies=[str(i + 1)] if i < n else []) for i in range(1, n + 1)]
+    order = [d.task_id for d in _dependencies_first(drafts)]
+    assert order == [str(i) for i in range(n, 0, -1)]
+    drafts[-1].dependencies = ["1"]  # a cycle: every task still comes out once
+    assert sorted(d.task_id for d in _dependencies_first(drafts)) == sorted(str(i) for i in range(1, n + 1))

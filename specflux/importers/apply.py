@@ -120,22 +120,25 @@ def apply(manager: "TaskStateManager", result: ImportResult, dry_run: bool = Fal
 
 
 def _dependencies_first(drafts: list[TaskDraft]) -> list[TaskDraft]:
-    """Drafts with each one's dependencies before it where possible, else in source order."""
+    """Drafts with each one's dependencies before it where possible, else in source order (a
+    depth-first walk with its own stack: a source's chain may be thousands of tasks long)."""
     by_id = {d.task_id: d for d in drafts}
     done: set[str] = set()
     order: list[TaskDraft] = []
-
-    def visit(draft: TaskDraft, stack: set[str]) -> None:
-        if draft.task_id in done or draft.task_id in stack:
-            return
-        stack.add(draft.task_id)
-        for dep in draft.dependencies:
-            if dep in by_id:
-                visit(by_id[dep], stack)
-        stack.discard(draft.task_id)
-        done.add(draft.task_id)
-        order.append(draft)
-
-    for draft in drafts:
-        visit(draft, set())
+    for first in drafts:
+        if first.task_id in done:
+            continue
+        on_path = {first.task_id}
+        stack = [(first, iter(first.dependencies))]
+        while stack:
+            draft, deps = stack[-1]
+            dep = next((d for d in deps if d in by_id and d not in done and d not in on_path), None)
+            if dep is not None:
+                on_path.add(dep)
+                stack.append((by_id[dep], iter(by_id[dep].dependencies)))
+                continue
+            stack.pop()
+            on_path.discard(draft.task_id)
+            done.add(draft.task_id)
+            order.append(draft)
     return order
