@@ -472,9 +472,17 @@ def test_config_with_validate(tmp_path):
 
 def test_documented_example_parses(tmp_path):
     """The commented-out [validate] of the default config works once uncommented."""
-    example = DEFAULT_CONFIG[DEFAULT_CONFIG.index("# [validate]"):]
+    example = DEFAULT_CONFIG[DEFAULT_CONFIG.index("# [validate]"):].split("\n\n")[0]
     text = "\n".join(line[2:] for line in example.splitlines() if line.startswith("# "))
     assert load_config(write_config(tmp_path, text)).validate.junit_xml == ".specflux-junit.xml"
+
+
+def test_documented_flow_example_parses(tmp_path):
+    """The commented-out [flow] of the default config works once uncommented."""
+    example = DEFAULT_CONFIG[DEFAULT_CONFIG.index("# [flow]"):].split("\n\n")[0]
+    text = "\n".join(line[2:] for line in example.splitlines() if line.startswith("# "))
+    flow = load_config(write_config(tmp_path, text)).flow
+    assert flow.worktree_setup == "npm ci" and flow.worktree_setup_timeout_s == 900
 
 
 @pytest.mark.parametrize("body, line, words", [
