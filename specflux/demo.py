@@ -243,9 +243,23 @@ def run_demo(target: Path | None = None, say: Callable[[str], None] = print) -> 
     say("")
     say((run.dir / "narrative.md").read_text().rstrip())
     say("")
+    from .demo_lanes import conflicted, run_lanes
+
+    say("A parallel run: tasks #6 and #7 at once (--parallel 2), each in its own git worktree, with a")
+    say("scripted agent CLI; both add a line at the end of textkit/__init__.py:")
+    lanes = run_lanes(manager, _git, say)
+    lanes.pop("_run")
+    if lanes["status"] != "completed":
+        raise UsageError(f"the demo's parallel run ended {lanes['status']}: {lanes.get('failureReason')}")
+    redone = conflicted(lanes)
+    say("")
     say(list_table(manager.summaries()))
     say("")
-    say(_git(root, "log", "--format=%h %s").rstrip())
+    say(_git(root, "log", "--graph", "--format=%h %s", "-12").rstrip())
+    lanes_note = (f" Task #{redone[0]}'s merge conflicted in textkit/__init__.py: it was\n"
+                  "  aborted, and the workflow gave the task a new attempt on top of the merged branch, told\n"
+                  "  about the conflict; that one merged." if redone else
+                  " Both merged without a conflict this time (the lanes finished far apart).")
     say(f"""
 What happened:
 - Each session read its task file, worked with real tools, and handed over with end_session;
@@ -257,6 +271,9 @@ What happened:
   not taken from the agent); the retry was told which test failed and fixed it; the reviewer
   approved; #4 completed and was wired into #5; the reviewer sent #5 back once, and the coder
   answered it. Every step is an event in .specflux/runs/, every session a commit.
+- The parallel run: #6 and #7 ran at the same time in worktrees under .specflux/worktrees/; the
+  run merged each accepted lane into your branch itself.{lanes_note}
+  The worktrees and their branches were removed when the run ended.
 
 Look around:
   cd {root}

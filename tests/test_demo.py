@@ -75,7 +75,7 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path, capsys, quiet_python):
     assert code == 0, err
     assert elapsed < 30
     assert "Ready next: #3" in out
-    assert sorted(p.name for p in (target / STATES).iterdir()) == [f"task-{i}-state.md" for i in (1, 2, 3, 4, 5)]
+    assert sorted(p.name for p in (target / STATES).iterdir()) == [f"task-{i}-state.md" for i in range(1, 8)]
 
     # Task 1: two sessions, the first archived (the demo's limit is 1 KB).
     one = task_file(target, "1").read_text()
@@ -122,8 +122,8 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path, capsys, quiet_python):
     assert f"**Commits:** {commits[1][0][:7]}" in one
 
     # The workflow run: a failing test fixed on retry, a rejection answered, 4 wired into 5.
-    runs = list((target / ".specflux" / "runs").iterdir())
-    assert len(runs) == 1
+    runs = sorted((target / ".specflux" / "runs").iterdir())
+    assert len(runs) == 2
     state = json.loads((runs[0] / "state.json").read_text())
     assert state["status"] == "completed" and state["taskAttempts"] == {"4": 2, "5": 2}
     assert state["metrics"]["totalReviews"] == 3
@@ -133,9 +133,22 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path, capsys, quiet_python):
     assert "Run " + runs[0].name in out and "task 4 is complete" in out
     assert show(capsys, target, "5")["chain_inputs"][0]["task_id"] == "4"
     assert show(capsys, target, "5")["status"] == "complete"
-    run_commits = [t for _, t, _ in everything_committed[first_part + 1:]]
+    lanes_part = next(i for i, (_, t, files) in enumerate(everything_committed) if f"{STATES}/task-6-state.md" in files)
+    run_commits = [t for _, t, _ in everything_committed[first_part + 1:lanes_part]]
     assert all(t.get("Specflux-Run") == runs[0].name for t in run_commits)
     assert [t.get("Specflux-Role") for t in run_commits].count("coder") == 4
+
+    # The parallel run: 6 and 7 at once; 7's first merge conflicted, its new attempt merged.
+    lanes = json.loads((runs[1] / "state.json").read_text())
+    assert lanes["status"] == "completed" and lanes["parallel"] == 2
+    assert lanes["edgeIterations"]["merge-conflict"] == {"7": 1} and lanes["taskAttempts"] == {"6": 1, "7": 2}
+    assert "task 7: merge conflicts in textkit/__init__.py" in out
+    assert (target / "textkit" / "__init__.py").read_text().endswith(
+        "from .words import wordcount\nfrom .initials import initials\n")
+    merges = git(target, "log", "--merges", "--format=%s").splitlines()
+    assert [m.split(":")[0] for m in merges] == ["Merge task 7", "Merge task 6"]
+    assert not (target / ".specflux" / "worktrees").exists() and git(target, "branch", "--list", "specflux/*") == ""
+    assert show(capsys, target, "7")["status"] == "complete" and len(show(capsys, target, "7")["sessions"]) == 4
 
     # What the agents wrote works.
     done = subprocess.run([sys.executable, "-m", "textkit.cli", "Hello World"], cwd=target, capture_output=True,
