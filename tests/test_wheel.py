@@ -142,7 +142,8 @@ def test_the_installed_wheel_runs_the_demo(installed, tmp_path):
     assert "Ready next: #3" in done.stdout
     assert "run completed" in done.stdout
     states = tmp_path / "demo" / ".specflux" / "task-states"
-    assert sorted(p.name for p in states.iterdir()) == [f"task-{i}-state.md" for i in (1, 2, 3, 4, 5)]
+    # The story itself is test_demo's; here: the packaged recordings were found and replayed.
+    assert {f"task-{i}-state.md" for i in (1, 2, 3, 4, 5)} <= {p.name for p in states.iterdir()}
 
     # The packaged template: init and new work from the installed package alone.
     work = tmp_path / "work"
