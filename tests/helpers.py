@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from specflux.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(capsys, root: Path, *args: str) -> tuple[int, str, str]:
@@ -29,3 +35,18 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state not in ("Z", "X")
+
+
+def fake_agent_plan(tmp_path: Path, **entries) -> dict[str, str]:
+    """The environment for tests/fixtures/fake_flow_agent.py with this plan (key "coder:1" is
+    written coder__1); the agent saves what it was told under tmp_path/agent-state."""
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({k.replace("__", ":"): v for k, v in entries.items()}))
+    return {"FAKE_PLAN": str(path), "FAKE_STATE": str(tmp_path / "agent-state"),
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def specflux_process(repo: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`specflux --root REPO ARGS...` as a process of its own."""
+    return subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), *args],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from helpers import fake_agent_plan as plan
 from helpers import run
+from helpers import specflux_process as specflux
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENT = Path(__file__).resolve().parent / "fixtures" / "fake_flow_agent.py"
@@ -31,18 +33,6 @@ def project(git_repo: Path, capsys) -> Path:
     git(git_repo, "add", "-A")
     git(git_repo, "commit", "-q", "-m", "project")
     return git_repo
-
-
-def plan(tmp_path: Path, **entries) -> dict[str, str]:
-    path = tmp_path / "plan.json"
-    path.write_text(json.dumps({k.replace("__", ":"): v for k, v in entries.items()}))
-    return {"FAKE_PLAN": str(path), "FAKE_STATE": str(tmp_path / "agent-state"),
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
-def specflux(repo: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), *args],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
 
 
 def agent_cmd() -> str:
