@@ -396,6 +396,21 @@ def test_the_run_wide_token_budget_stops_before_the_next_step_and_the_model_is_s
     assert state["metrics"]["totalReviews"] == 0
 
 
+def test_a_session_stops_where_the_run_wide_token_budget_runs_out(project, api, capsys):
+    """The run's budget is passed down: a session does not spend past what the run has left."""
+    write = [Reply(calls=[call("read_file", path="src/calc.py")], usage=usage(100, 20)) for _ in range(3)]
+    server = api(*write, *coder_fixes_add(), *reviewer_approves())
+
+    code, out, err = start(capsys, project, "1", "--token-budget", "150")
+
+    assert code == 1, out + err
+    assert len(server.requests) == 2, "the session went on past the run's budget (120 + 120 > 150)"
+    state = status(capsys, project)
+    assert state["failureReason"] == "token_budget"
+    last = run_commits(project, state["runId"])[0]
+    assert last["Specflux-Stop"] == "token_budget"
+
+
 # ------------------------------------------------------------- bugs found (see each reason)
 
 

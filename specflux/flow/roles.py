@@ -80,6 +80,7 @@ class Roles:
         self._key = ""
         self._stamp: str | None = None
         self._note = ""
+        self._budget_left: int | None = None
 
     def in_lane(self, manager: "TaskStateManager", note: str = "") -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
@@ -98,6 +99,7 @@ class Roles:
         self._resumed = resumed
         self._key = key or f"{step['stepId']}#1"
         self._stamp = stamp
+        self._budget_left = _budget_left(state)
         kind = step["kind"]
         if kind == "coder":
             return self.coder(step, state)
@@ -162,7 +164,7 @@ class Roles:
         clock = (lambda: self._stamp) if self._stamp else now_stamp
         report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits, clock=clock,
                              role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
-                             say=self.say, model=self.agents.model, handin=handin,
+                             say=self.say, model=self.agents.model, handin=handin, token_budget=self._session_budget(),
                              baseline_path=self._steps / f"{step['stepId']}.baseline.json", **options)
         if report.stop == "interrupted":
             raise Interrupted(report.error or "interrupted")
@@ -179,6 +181,12 @@ class Roles:
 
         atomic_write(saved, json.dumps(summary, ensure_ascii=False))
         return summary
+
+    def _session_budget(self) -> int | None:
+        """What the run's token budget leaves for this session (the session's own limit when less)."""
+        if self._budget_left is None:
+            return None
+        return max(1, min(self._budget_left, self.manager.ws.config.agent.token_budget))
 
     @property
     def _steps(self) -> Path:
@@ -358,6 +366,16 @@ def retry_context(state: dict[str, Any], task_id: str) -> str:
     if lines:
         lines.append("Fix exactly these; the tests are run again after your session.")
     return "\n".join(lines)
+
+
+def _budget_left(state: dict[str, Any]) -> int | None:
+    """Tokens the run may still spend, or None without a run-wide budget."""
+    from .state import TOKEN_KEYS
+
+    budget = state.get("tokenBudget")
+    if not budget:
+        return None
+    return budget - sum((state.get("metrics") or {}).get(k, 0) for k in TOKEN_KEYS)
 
 
 def _usage(report) -> dict[str, int]:
