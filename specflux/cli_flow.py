@@ -110,7 +110,9 @@ class Progress:
         import time
 
         self.run, self.stream, self.started = run, stream or sys.stderr, time.monotonic()
-        self.live = hasattr(self.stream, "isatty") and self.stream.isatty() and not os.environ.get("NO_COLOR")
+        from .terminal import colour
+
+        self.live = colour(self.stream)
 
     def __call__(self, line: str) -> None:
         from .escape import safe
@@ -122,9 +124,9 @@ class Progress:
 
         state = self.run.state()
         elapsed = int(time.monotonic() - self.started)
-        step = next((s for s in state.get("openSteps", {}).values() if s["status"] == "RUNNING"), None)
-        where = f"task {step['taskId']} {step['kind']} #{state['taskAttempts'].get(step['taskId'], 0)}" \
-            if step and step.get("taskId") else state.get("status", "")
+        running = [s for s in state.get("openSteps", {}).values() if s["status"] == "RUNNING" and s.get("taskId")]
+        where = ", ".join(f"task {s['taskId']} {s['kind']} #{state['taskAttempts'].get(s['taskId'], 0)}"
+                          for s in running) or state.get("status", "")
         tokens = sum(state["metrics"][k] for k in ("inputTokens", "outputTokens"))
         head = f"{elapsed // 60:02d}:{elapsed % 60:02d} {where} {tokens / 1000:.1f}k tok"
         print(f"\x1b[2m[{head}]\x1b[0m {safe(line)}", file=self.stream, flush=True)
@@ -226,13 +228,18 @@ def flow_status(args, manager_for) -> int:
         text = safe(status)
         return (coloured(text) if painted else text) + " " * max(0, width - len(text))
 
-    task = state["tasks"][state["currentTaskIndex"]] if state["tasks"] else None
+    lanes = state.get("parallel") or 1
+    task = state["tasks"][state["currentTaskIndex"]] if state["tasks"] and lanes == 1 else None
     why = state.get("pausedFor") or state.get("failureReason")
     lines = [f"run {safe(run.id)}: {word(state['status'])}" + (f" ({safe(why)})" if why else ""),
              safe(f"  workflow {state['workflow']} (version {state.get('workflowVersion')}), step {state['iteration']}"
                   + (f" of at most {state['maxIterations']}" if state.get("maxIterations") else ""))]
     if task:
         lines.append(safe(f"  current task: {task['id']} {task['title']} (attempt {state['currentAttempts']})"))
+    if lanes > 1:
+        open_steps = [s for s in state["openSteps"].values() if s["status"] in ("WAITING", "RUNNING") and s.get("taskId")]
+        doing = ", ".join(f"{s['taskId']} ({s['kind']}{'' if s['status'] == 'RUNNING' else ', next'})" for s in open_steps)
+        lines.append(safe(f"  {lanes} lanes into branch {state.get('targetBranch')}: " + (doing or "none open")))
     for t in state["tasks"]:
         m = state["taskMetrics"].get(t["id"], {})
         lines.append(f"  {safe(t['id']):<8} {word(t['status'], 11)} attempts {m.get('attempts', 0)}, reviews {m.get('reviews', 0)}, "

@@ -94,6 +94,7 @@ def test_independent_tasks_run_at_once_in_their_own_worktrees_and_are_merged(pro
     assert all(task_status(project, t) == "complete" for t in "123")
     state = status(project)
     assert state["status"] == "completed" and state["parallel"] == 2 and state["targetBranch"] == "main"
+    assert "2 lanes into branch main: none open" in specflux(project, "flow", "status").stdout
     no_lanes_left(project)
 
 
