@@ -14,7 +14,6 @@ import base64
 import hashlib
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -22,10 +21,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .chain import Graph
+from .chain import Graph, cycle_groups
 from .errors import SpecfluxError, UsageError
 from .views import error_json, task_json
-from .workspace import STATE_FILE, check_folder, natural_key
+from .workspace import check_folder, natural_key
 
 if TYPE_CHECKING:
     from .store import TaskStateManager
@@ -35,7 +34,6 @@ DATA_MARK = "__SPECFLUX_BOARD_DATA__"
 HASH_MARK = "__SPECFLUX_SCRIPT_HASH__"
 HISTORY_KEEP = 30  # newest commits per task on the page; the rest is counted
 NARRATIVE_KEEP = 400  # newest narrative lines per run
-_ARCHIVE_FILE = re.compile(r"task-([A-Za-z0-9][A-Za-z0-9._-]*)-archive\.md")
 
 
 # --------------------------------------------------------------------- the data
@@ -53,7 +51,7 @@ def gather(manager: "TaskStateManager", cache: dict[str, Any] | None = None) -> 
     tasks = [dict(t) for t in tasks]  # copies: the cached ones stay as parsed
     graph = Graph({t["id"]: t["dependencies"] for t in tasks}, {t["id"]: t["status"] for t in tasks},
                   {t["id"]: t["title"] for t in tasks})
-    problems = [b["text"] for b in broken] + _problems(graph)
+    problems = [b["text"] for b in broken] + graph.problems()
     for task in tasks:
         task["dependents"] = []
     by_id = {t["id"]: t for t in tasks}
@@ -112,7 +110,7 @@ def layout(graph: Graph) -> dict[str, Any]:
     layer: dict[str, int] = {d: 0 for d in missing}
     for t in graph.order():  # dependencies first; inside a cycle, one edge points backwards
         layer[t] = 1 + max((layer[d] for d in graph.deps[t] if d in layer), default=-1)
-    group = components(graph.deps)
+    group = cycle_groups(graph.deps)
     edges = [{"from": d, "to": t, "cycle": d in group and group[d] == group.get(t)}
              for t in sorted(graph.deps, key=natural_key) for d in graph.deps[t]]
     linked = {e["from"] for e in edges} | {e["to"] for e in edges}
@@ -144,121 +142,21 @@ def layout(graph: Graph) -> dict[str, Any]:
             "width": cols, "height": first + -(-len(alone) // cols)}
 
 
-def components(deps: dict[str, list[str]]) -> dict[str, int]:
-    """Each task caught in a dependency cycle -> the number of its strongly connected component
-    (Tarjan's algorithm without recursion: a chain of thousands of tasks is fine). An edge lies
-    on a cycle exactly when both its ends are in one component."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    group: dict[str, int] = {}
-    for start in deps:
-        if start in index:
-            continue
-        work = [(start, iter(deps[start]))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child not in deps:
-                    continue
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(deps[child])))
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    members = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        members.append(member)
-                        if member == node:
-                            break
-                    if len(members) > 1:
-                        group.update(dict.fromkeys(members, len(group)))
-    return group
-
-
-def _problems(graph: Graph) -> list[str]:
-    """`graph.problems()`; where its cycle search recurses too deep (a chain of ~1,000 tasks),
-    the same sentences with each cycle's tasks found by `components`."""
-    try:
-        return graph.problems()
-    except RecursionError:
-        out = [f"task {t} depends on task {d}, which does not exist" for t, d in graph.unknown()]
-        found: dict[int, list[str]] = {}
-        for task, number in components(graph.deps).items():
-            found.setdefault(number, []).append(task)
-        return out + ["dependency cycle among tasks " + ", ".join(sorted(ts, key=natural_key)) for ts in found.values()]
-
-
 def histories(manager: "TaskStateManager", cache: dict[str, Any] | None = None) -> tuple[dict[str, list[dict[str, Any]]], dict[str, int]]:
-    """Every task's `history.task_history`, from one `git log` over the task and archive folders
-    instead of one per task (tests check the two agree): task id -> newest entries, and how many
-    older ones were left off. With `cache`, read again only when HEAD moved."""
+    """Every task's history (`history.all_histories`, newest HISTORY_KEEP each); with `cache`, read
+    again only when HEAD moved."""
     git = manager.git
     if git is None:
         return {}, {}
-    from .history import _number
+    from .history import all_histories
     from .vcs import _run
 
-    if cache is not None:
-        head = _run(("rev-parse", "-q", "--verify", "HEAD"), git.root).stdout.strip()
-        if cache.get("history", (None,))[0] == head:
-            return cache["history"][1]
-        found = histories(manager)
-        cache["history"] = (head, found)
-        return found
-
-    ws = manager.ws
-    folders = [ws.relative(ws.states_dir), ws.relative(ws.archives_dir)]
-    if ws.root != git.root:
-        folders = [os.path.relpath(ws.root / f, git.root) for f in folders]
-    fmt = "--format=%x1e%H%x1f%aI%x1f%s%x1f%(trailers:only,unfold)%x1f"
-    done = _run(("log", "--no-show-signature", "--no-renames", "-c", "--name-only", fmt, "--", *folders), git.root)
-    if done.returncode:
-        return {}, {}  # no commits yet, or git refused: the page shows no history
-    out: dict[str, list[dict[str, Any]]] = {}
-    more: dict[str, int] = {}
-    for record in done.stdout.split("\x1e")[1:]:
-        sha, date, subject, trailer_text, names = record.split("\x1f", 4)
-        trailers: dict[str, str] = {}
-        for line in trailer_text.splitlines():
-            key, colon, value = line.partition(":")
-            if colon:
-                trailers[key.strip()] = value.strip()
-        owner = trailers.get("Specflux-Task")
-        ids = {m.group(1) for name in names.split("\n")
-               if (m := STATE_FILE.fullmatch(name.rpartition("/")[2]) or _ARCHIVE_FILE.fullmatch(name.rpartition("/")[2]))}
-        entry: dict[str, Any] | None = None
-        for task_id in ids:
-            if owner not in (None, task_id):
-                continue  # a commit of another task that only wired this one
-            if entry is None:
-                session = trailers.get("Specflux-Session")
-                entry = {"commit": sha, "date": date, "session": int(session) if session and session.isdigit() else None,
-                         "status": trailers.get("Specflux-Status"), "subject": subject}
-                usage = {k[len("Specflux-"):].lower().replace("-", "_"): _number(v) for k, v in trailers.items()
-                         if k.startswith("Specflux-") and k not in ("Specflux-Task", "Specflux-Session", "Specflux-Status")}
-                if usage:
-                    entry["usage"] = usage
-            entries = out.setdefault(task_id, [])
-            if len(entries) < HISTORY_KEEP:
-                entries.append(entry)
-            else:
-                more[task_id] = more.get(task_id, 0) + 1
-    return out, more
+    if cache is None:
+        return all_histories(manager, keep=HISTORY_KEEP)
+    head = _run(("rev-parse", "-q", "--verify", "HEAD"), git.root).stdout.strip()
+    if cache.get("history", (None,))[0] != head:
+        cache["history"] = (head, all_histories(manager, keep=HISTORY_KEEP))
+    return cache["history"][1]
 
 
 def runs(ws: "Workspace") -> list[dict[str, Any]]:

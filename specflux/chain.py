@@ -349,3 +349,49 @@ def wire(manager: "TaskStateManager", task_id: str | None = None) -> tuple[list[
             if text != doc.text:
                 pending.files.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), pending.files, outcome))
     return [manager.ws.relative(p) for p in outcome.changed], [*skipped, *graph.problems()]
+
+
+def cycle_groups(deps: dict[str, list[str]]) -> dict[str, int]:
+    """Each task caught in a dependency cycle -> the number of its strongly connected component
+    (Tarjan's algorithm without recursion: a chain of thousands of tasks is fine). An edge lies
+    on a cycle exactly when both its ends are in one component."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    group: dict[str, int] = {}
+    for start in deps:
+        if start in index:
+            continue
+        work = [(start, iter(deps[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in deps:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(deps[child])))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    members = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        members.append(member)
+                        if member == node:
+                            break
+                    if len(members) > 1:
+                        group.update(dict.fromkeys(members, len(group)))
+    return group
