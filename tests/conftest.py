@@ -108,8 +108,10 @@ def api(monkeypatch, request):
     servers: list[ScriptedServer] = []
     key = getattr(request.module, "API_KEY", "sk-ant-test-key")
 
-    def start(*turns) -> ScriptedServer:
-        server = ScriptedServer(list(turns)).__enter__()
+    def start(*turns, route=None) -> ScriptedServer:
+        """`start(reply, reply, ...)` in order, or `start({name: [replies]}, route=fn)` by name."""
+        scripts = turns[0] if len(turns) == 1 and isinstance(turns[0], dict) else list(turns)
+        server = ScriptedServer(scripts, route=route).__enter__()
         servers.append(server)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", key)

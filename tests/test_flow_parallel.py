@@ -285,6 +285,39 @@ def test_a_parallel_run_is_not_replayed_step_for_step(project, tmp_path):
     assert done.returncode == 2 and "parallel lanes" in done.stderr
 
 
+def test_lanes_through_the_real_sdk_run_their_sessions_at_once_and_merge(project, api, capsys):
+    """The default `--agent anthropic`, in-process against the scripted Messages API: two coder
+    sessions in their worktrees at once, each reviewed, each merged."""
+    import re
+
+    from specflux.agent.scripted import Reply, call
+
+    def route(body: dict) -> tuple[str, str]:
+        first = "\n".join(b.get("text", "") for b in body["messages"][0]["content"])
+        role = "reviewer" if any(t["name"] == "submit_review" for t in body["tools"]) else "coder"
+        return re.search(r"# Task #(\d+)", first).group(1), role
+
+    def coder(name: str, text: str) -> list:
+        return [Reply(calls=[call("write_file", path=name, content=text), call("check_criterion", index=1)]),
+                Reply(calls=[call("end_session", did=[f"Wrote {name}"], issues="", next="",
+                                  chain_output={"summary": f"{name} written", "downstream": ""})])]
+
+    def reviewer() -> list:
+        return [Reply(calls=[call("submit_review", approved=True, issues=[],
+                                  criteria_results=[{"criterion": "all", "met": True}])])]
+
+    server = api({("1", "coder"): coder("APPLES.md", "apples\n"), ("1", "reviewer"): reviewer(),
+                  ("2", "coder"): coder("PEARS.md", "pears\n"), ("2", "reviewer"): reviewer()}, route=route)
+    code, out, err = run(capsys, project, "flow", "start", "1", "2", "--parallel", "2")
+    assert code == 0, out + err
+    assert (project / "APPLES.md").read_text() == "apples\n" and (project / "PEARS.md").read_text() == "pears\n"
+    assert server.served == {("1", "coder"): 2, ("1", "reviewer"): 1, ("2", "coder"): 2, ("2", "reviewer"): 1}
+    assert task_status(project, "1") == task_status(project, "2") == "complete"
+    runs = sorted((project / ".specflux" / "runs").iterdir())
+    assert len(list((runs[-1] / "recordings").glob("*.jsonl"))) == 4  # every session recorded
+    no_lanes_left(project)
+
+
 # --------------------------------------------------------------------- merging, at the library level
 
 

@@ -7,6 +7,10 @@
 
 Each turn is served in order to each POST /v1/messages; `server.requests` holds every request body
 received, for assertions. Used by the tests and by `specflux demo`.
+
+Sessions that run at once (a workflow run's parallel lanes) ask in no set order: give `turns` as a
+dict of scripts and `route(body)` to name the script each request is served from (for instance
+the task and the role, read from the request), each script in its own order.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 _ERROR_TYPES = {400: "invalid_request_error", 429: "rate_limit_error", 500: "api_error",
                 502: "api_error", 503: "api_error", 529: "overloaded_error"}
@@ -59,8 +63,13 @@ Turn = Reply | Fail
 class ScriptedServer:
     """Serves `turns` in order on 127.0.0.1; use as a context manager for `.base_url`."""
 
-    def __init__(self, turns: list[Turn]):
-        self.turns = list(turns)
+    def __init__(self, turns: "list[Turn] | dict[Any, list[Turn]]", route: "Callable[[dict], Any] | None" = None):
+        if isinstance(turns, dict) and route is None:
+            raise ValueError("scripts by name need a route(body) naming the script of each request")
+        self.scripts = {key: list(ts) for key, ts in turns.items()} if isinstance(turns, dict) else None
+        self.route = route
+        self.served: dict[Any, int] = {}
+        self.turns = [] if isinstance(turns, dict) else list(turns)
         self.requests: list[dict[str, Any]] = []  # the JSON body of every request received
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
@@ -92,7 +101,13 @@ class ScriptedServer:
             self.requests.append(body)
             self.headers.append(headers)
             n = len(self.requests)
-            turn = self.turns[n - 1] if n <= len(self.turns) else Fail(400, message="the script has no more turns")
+            if self.scripts is not None:
+                key = self.route(body)
+                script, i = self.scripts.get(key, []), self.served.get(key, 0)
+                self.served[key] = i + 1
+                turn = script[i] if i < len(script) else Fail(400, message=f"the script {key!r} has no more turns")
+            else:
+                turn = self.turns[n - 1] if n <= len(self.turns) else Fail(400, message="the script has no more turns")
         if isinstance(turn, Fail):
             extra = {"retry-after": f"{turn.retry_after:g}"} if turn.retry_after is not None else {}
             error = {"type": _ERROR_TYPES.get(turn.status, "api_error"), "message": turn.message}
