@@ -521,8 +521,22 @@ class TaskStateManager:
             path = self.ws.root / rel
             return files.text_of(path) or read_text(path, rel)
 
-        changed = write_back(source, task_id, read, lambda rel, text: files.write(self.ws.root / rel, text))
-        if changed:
+        refused: list[str] = []
+
+        def write(rel: str, text: str) -> None:
+            from .files import FileSystemError, check_writable
+
+            try:
+                check_writable(self.ws.root / rel, rel)
+            except FileSystemError as e:  # the source is the user's: a read-only one is left as it is
+                refused.append(str(e))
+                return
+            files.write(self.ws.root / rel, text)
+
+        changed = write_back(source, task_id, read, write)
+        if refused:
+            outcome.notices.append(f"task {task_id} is not ticked in {changed}: {refused[0]}")
+        elif changed:
             outcome.notices.append(f"ticked task {task_id} in {changed}")
 
     def _upstream_outputs(self, deps: Iterable[str]) -> list["Upstream"]:

@@ -109,6 +109,21 @@ def test_a_spec_kit_tasks_md_imports_and_completing_a_task_ticks_its_line(repo, 
     assert "0 task(s) created, 29 already there" in out
 
 
+def test_a_read_only_tasks_md_is_left_as_it_is_and_the_task_still_completes(repo, capsys):
+    source = repo / "tasks.md"
+    source.write_text("## Phase 1: Setup\n\n- [ ] T001 Create the project\n- [ ] T002 Add the linter\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "spec")
+    assert run(capsys, repo, "import", str(source))[0] == 0
+    source.chmod(0o444)
+    before = source.read_bytes()
+    code, out, err = run(capsys, repo, "complete", "T001", "--summary", "done")
+    assert code == 0, err
+    assert "not ticked in tasks.md" in err and "read-only" in err
+    assert source.read_bytes() == before
+    assert json.loads(ok(capsys, repo, "show", "T001", "--json"))["status"] == "complete"
+
+
 def test_a_source_whose_chain_is_thousands_long_is_ordered_without_recursion():
     from specflux.importers.apply import _dependencies_first
     from specflux.importers.drafts import TaskDraft

@@ -295,6 +295,8 @@ class Engine:
                                             commit=self.manager.git is not None, trailers=trailers)
             for target in outcome.wired:
                 self.say(f"task {task_id} complete; wired into task {target}")
+            for notice in outcome.notices:
+                self.say(notice)
         else:
             self.manager.set_status(task_id, wanted, commit=self.manager.git is not None, trailers=trailers,
                                     reason=reason)
