@@ -221,8 +221,12 @@ class ParallelEngine(Engine):
         task_id, step_id = step["taskId"], step["stepId"]
         current = (state.get("lanes") or {}).get(task_id)
         if current is not None and (step["kind"] != "coder" or current["stepId"] == step_id):
-            self.worktrees.open(task_id, current["stepId"], current["base"])  # (again, after a crash)
-            return current, self._conflict_note(current) if step["kind"] == "coder" else ""
+            path, _ = self.worktrees.open(task_id, current["stepId"], current["base"])  # (again, after a crash)
+            if step["kind"] != "coder":
+                return current, ""
+            if current.get("previous") and not resumed:  # a crash cut the carrying over short
+                self._carry_log(task_id, current["previous"], path, why="its change conflicted with work merged meanwhile")
+            return current, self._conflict_note(current)
         after_conflict = (step.get("payload") or {}).get("after") == "conflict"
         target = state["targetBranch"]
         start = self.worktrees.tip(current["branch"]) if current and not after_conflict else \
