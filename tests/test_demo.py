@@ -122,7 +122,8 @@ def test_the_demo_tells_the_whole_story_offline(tmp_path, capsys, quiet_python):
     assert f"**Commits:** {commits[1][0][:7]}" in one
 
     # The workflow run: a failing test fixed on retry, a rejection answered, 4 wired into 5.
-    runs = sorted((target / ".specflux" / "runs").iterdir())
+    runs = sorted((target / ".specflux" / "runs").iterdir(),  # two runs may start in one second: by their tasks
+                  key=lambda r: [t["id"] for t in json.loads((r / "state.json").read_text())["tasks"]])
     assert len(runs) == 2
     state = json.loads((runs[0] / "state.json").read_text())
     assert state["status"] == "completed" and state["taskAttempts"] == {"4": 2, "5": 2}

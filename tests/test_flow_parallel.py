@@ -385,3 +385,14 @@ def test_a_conflicting_merge_is_aborted_and_names_the_paths(git_repo):
     assert not result.merged and result.conflicts == ("same.txt",)
     assert git(git_repo, "rev-parse", "HEAD") == head and (git_repo / "same.txt").read_text() == "one\n"
     assert trees.clean() and git(git_repo, "branch", "--list", "specflux/*").strip() == ""
+
+
+def test_runs_started_in_one_second_are_ordered_by_their_first_event(tmp_path):
+    from specflux.flow.run import Run
+    from specflux.workspace import Workspace
+
+    ws, _ = Workspace.init(tmp_path)
+    first = Run.create(ws, {"tasks": []}, run_id="run-20260101-120000-ffff")
+    second = Run.create(ws, {"tasks": []}, run_id="run-20260101-120000-0000")  # sorts first by name
+    assert Run.ids(ws) == [first.id, second.id]
+    assert Run.find(ws).id == second.id  # the latest

@@ -70,7 +70,11 @@ class Run:
             names = os.listdir(ws.dir / "runs")
         except (FileNotFoundError, NotADirectoryError):
             return []
-        return sorted(n for n in names if (ws.dir / "runs" / n / "events.jsonl").is_file())
+        found = sorted(n for n in names if (ws.dir / "runs" / n / "events.jsonl").is_file())
+        seconds = [n[:19] for n in found]  # run-YYYYMMDD-HHMMSS
+        if len(set(seconds)) == len(seconds):
+            return found
+        return sorted(found, key=lambda n: (n[:19], _started_at(ws.dir / "runs" / n / "events.jsonl"), n))
 
     # ----------------------------------------------------------------- paths
 
@@ -172,3 +176,12 @@ class Run:
 
     def finished(self) -> bool:
         return self.state().get("status") in FINISHED
+
+
+def _started_at(events: Path) -> str:
+    """The time (to the millisecond) of a run's first event: the order of runs started in one second."""
+    try:
+        with open(events, encoding="utf-8") as f:
+            return str(json.loads(f.readline()).get("at") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
