@@ -226,3 +226,36 @@ def test_a_late_exit_127_is_the_agents_own_failure(repo: Path):
     outcome = CommandBackend(cmd, timeout_s=30, stream=False).run(REQUEST, Toolbox(repo, Hooks()))
     assert outcome.stop == "error" and not outcome.setup_error
     assert outcome.error == "the agent command exited with 127:\nmake: cc: not found"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not __import__("shutil").which("setpriv"),
+                    reason="the agent dies with specflux through setpriv --pdeathsig (Linux, util-linux)")
+def test_an_agent_whose_specflux_is_killed_dies_with_it(git_repo, tmp_path):
+    """kill -9 of specflux must not leave the agent CLI changing the work tree behind a resume."""
+    import subprocess
+
+    from helpers import run as _unused  # noqa: F401  (helpers on the path)
+
+    pidfile = tmp_path / "agent.pid"
+    script = tmp_path / "agent.py"
+    script.write_text(f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    assert subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(git_repo), "init", str(git_repo)],
+                          env=env, capture_output=True).returncode == 0
+    assert subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(git_repo), "new", "T"],
+                          env=env, capture_output=True).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(git_repo), "run", "1", "--agent",
+                             "command", "--cmd", f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline, "the agent never started"
+        time.sleep(0.05)
+    agent = int(pidfile.read_text())
+    assert _alive(agent)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(agent):
+        assert time.monotonic() < deadline, "the agent outlived the specflux that started it"
+        time.sleep(0.05)

@@ -197,6 +197,19 @@ def _setup_failure(code: int, seconds: float, stderr: str) -> bool:
 # --------------------------------------------------------------------- the backend
 
 
+def _dies_with_us(cmd: str) -> list[str]:
+    """The agent's command line for the shell. On Linux it runs under `setpriv --pdeathsig TERM`,
+    and the shell kills its whole process group when that signal comes: an agent whose specflux is
+    killed (`kill -9`, a crash) dies too, instead of going on changing the work tree behind the
+    run that resumes. (The command runs in the background of that shell, its standard input passed
+    on explicitly, because a shell runs no trap while it waits for a command in the foreground.)"""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if not setpriv:
+        return ["/bin/sh", "-c", cmd]
+    guarded = f'trap "kill -KILL 0" TERM; exec 3<&0; ( {cmd}\n) 0<&3 3<&- & wait $!'
+    return [setpriv, "--pdeathsig", "TERM", "--", "/bin/sh", "-c", guarded]
+
+
 def _stop(proc: subprocess.Popen) -> None:
     """Kill the agent and everything it started, and reap it; Ctrl-C cannot cut this short."""
     import signal
@@ -249,7 +262,7 @@ class CommandBackend:
             return int((time.monotonic() - started) * 1000)
 
         full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.env, **(env or {})}
-        proc = subprocess.Popen(self.cmd, shell=True, cwd=toolbox.root, env=full_env, stdin=subprocess.PIPE,
+        proc = subprocess.Popen(_dies_with_us(self.cmd), cwd=toolbox.root, env=full_env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         out = OutputTail()
         err_tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
