@@ -11,6 +11,7 @@ uncommitted edits, and leaves the user's index as it was.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -205,6 +206,7 @@ class Git:
         args = (*_FULL_SHA, "commit", "-m", _message(subject, trailers, body), "--", *specs)
         self._refuse_during_operation()
         with _exclusive(self._git_dir() / "specflux-commit.flock"):
+            self._index_follows_head(self._git_dir())
             done = self._git(*args)
             unknown = [s for s in specs if f"pathspec '{s}' did not match" in done.stderr]
             if done.returncode == 0 or not unknown:
@@ -288,16 +290,30 @@ class Git:
             partly = sorted(path for _, _, path in merged)
             notes = [_LEFT_OUT.format(path=p) if p in left_out else _PARTLY.format(path=p)
                      for p in sorted([*left_out, *partly])]  # fmt: skip
+            self._index_follows_head(git_dir)  # a kill between a commit and its index update, before
             sha = ""
-            if take or merged:
-                sha = self._commit_in_temporary_index(git_dir, head, now, take, merged, message)
-            if not sha:
-                return SessionCommit("", [], notes, left_out, [])
             committed = sorted([*take, *partly])
             follow = [p for p in committed if now[p].index_is_head]
+            journal = git_dir / _FOLLOW_JOURNAL
+            if follow and head:  # written first: a kill after the commit is repaired by the next one
+                from .files import atomic_write
+
+                atomic_write(journal, json.dumps({"head": head, "paths": follow}))
+            if take or merged:
+                try:
+                    sha = self._commit_in_temporary_index(git_dir, head, now, take, merged, message)
+                except BaseException:  # refused (a hook), or interrupted before HEAD moved
+                    if self._git("rev-parse", "-q", "--verify", "HEAD").stdout.strip() == head:
+                        journal.unlink(missing_ok=True)
+                    raise
+            if not sha:
+                journal.unlink(missing_ok=True)
+                return SessionCommit("", [], notes, left_out, [])
             if follow:  # the user's index: committed paths that were HEAD's there follow the commit
                 done = self._git("--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-",
                                  "--pathspec-file-nul", sha, input=_nul_list(follow))  # fmt: skip
+                if not done.returncode:
+                    journal.unlink(missing_ok=True)
                 if done.returncode:
                     notes.append(
                         f"committed {sha[:7]}, but could not bring your index up to it "
@@ -305,6 +321,33 @@ class Git:
                         "it for a committed path that `git status` shows as staged"
                     )
             return SessionCommit(sha, committed, notes, left_out, partly)
+
+    def _index_follows_head(self, git_dir: Path) -> None:
+        """Finish what a session commit cut short by a kill: the paths it committed whose entry in
+        the user's index is still the old HEAD's (they would show as a staged revert) follow HEAD.
+        An entry the user has staged anything else into since is left alone."""
+        journal = git_dir / _FOLLOW_JOURNAL
+        try:
+            data = json.loads(journal.read_text(encoding="utf-8"))
+            old, paths = str(data["head"]), [str(p) for p in data["paths"]]
+        except FileNotFoundError:
+            return
+        except (ValueError, KeyError, TypeError):
+            journal.unlink(missing_ok=True)
+            return
+        head = self._git("rev-parse", "-q", "--verify", "HEAD").stdout.strip()
+        stale = []
+        if head and head != old:
+            listed = self._git("--literal-pathspecs", "ls-files", "-s", "-z", "--", *paths).stdout
+            staged = {rec.split("\t", 1)[1]: rec.split()[1] for rec in listed.split("\0") if "\t" in rec}
+            for path in paths:
+                was = self._git("rev-parse", "-q", "--verify", f"{old}:{path}").stdout.strip()
+                if was and staged.get(path) == was:
+                    stale.append(path)
+        if stale:
+            self._git("--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul",
+                      head, input=_nul_list(stale))
+        journal.unlink(missing_ok=True)
 
     def _sort_out(
         self, baseline: Baseline, now: Mapping[str, _Entry], paths: Iterable[str]
@@ -616,6 +659,9 @@ def _run(
 def _text(data: bytes) -> str:
     """What `subprocess.run(text=True)` would give: UTF-8, universal newlines."""
     return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+_FOLLOW_JOURNAL = "specflux-index-follow.json"  # in the git dir, while a session commit is made
 
 
 def _resets(now: Mapping[str, _Entry], ours: set[str]) -> list[tuple[str, str, str]] | None:

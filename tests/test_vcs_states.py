@@ -759,3 +759,34 @@ def test_staged_entries_of_other_paths_with_an_agent_that_stages(project: Git, a
 
     assert files_in(root) == {"C.txt", "E.txt"}
     assert status(root) == {"B.txt": "M "}
+
+
+def test_a_kill_between_a_session_commit_and_its_index_update_is_repaired_by_the_next_commit(project: Git,
+                                                                                             monkeypatch):
+    """The commit moves HEAD, then the user's index follows it; killed in between, the committed
+    paths would show as a staged revert (and the user's next commit would undo the session)."""
+    root = project.root
+    baseline = project.capture()
+    (root / "B.txt").write_text("the agent's B\n")
+    (root / "D.txt").write_text("the user's D, staged\n")
+    real = Git._git
+
+    def killed_before_the_index(self, *args, **kwargs):
+        if "reset" in args:
+            raise KeyboardInterrupt  # the process dies here
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Git, "_git", killed_before_the_index)
+    with pytest.raises(KeyboardInterrupt):
+        project.commit_session(baseline, ["B.txt"], "session", {})
+    monkeypatch.setattr(Git, "_git", real)
+    assert status(root)["B.txt"] == "MM"  # HEAD has the agent's B, the index the old one: a staged revert
+    git(root, "add", "D.txt")  # the user stages something of their own meanwhile
+
+    baseline = project.capture()
+    (root / "E.txt").write_text("the agent's E\n")
+    project.commit_session(baseline, ["E.txt"], "next session", {})
+
+    assert "B.txt" not in status(root)  # repaired: the index follows HEAD for the session's path
+    assert status(root)["D.txt"] == "M "  # and what the user staged is left as it was
+    assert not (root / ".git" / "specflux-index-follow.json").exists()
