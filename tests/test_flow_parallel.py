@@ -80,6 +80,8 @@ def test_independent_tasks_run_at_once_in_their_own_worktrees_and_are_merged(pro
     env = plan(tmp_path, coder__1=[APPLES], coder__2=[{**PEARS, "write": {"PEARS.md": "pears\n"}}], coder__3=[INDEX])
     done = start(project, env, "--parallel", "2")
     assert done.returncode == 0, done.stderr + done.stdout
+    assert "[task 1] fake coder on task 1, attempt 1" in done.stdout  # each lane's agent output, named
+    assert "[task 2] fake coder on task 2, attempt 1" in done.stdout
     one, two = times(tmp_path, "coder", "1"), times(tmp_path, "coder", "2")
     assert one[0] < two[1] and two[0] < one[1], "tasks 1 and 2 did not overlap"
     assert one[2] != two[2] and ".specflux/worktrees/" in one[2] and ".specflux/worktrees/" in two[2]

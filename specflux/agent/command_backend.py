@@ -71,13 +71,14 @@ class OutputTail:
         return "".join(self.lines)
 
 
-def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper) -> None:
-    """Copy `source` line by line to `sink` (the user's terminal), keeping what `keep` keeps."""
+def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper, prefix: str = "") -> None:
+    """Copy `source` line by line to `sink` (the user's terminal), each line after `prefix`,
+    keeping what `keep` keeps (without the prefix)."""
     for raw in iter(source.readline, b""):
         line = raw.decode("utf-8", errors="replace")
         keep.append(line)
         if sink is not None:
-            sink.write(line)
+            sink.write(prefix + line if prefix else line)
             sink.flush()
     source.close()
 
@@ -228,14 +229,16 @@ class CommandBackend:
     """Runs `cmd` (a shell command line) as one agent session."""
 
     def __init__(self, cmd: str, timeout_s: float | None = None, env: dict[str, str] | None = None,
-                 stream: bool = True, cancel: threading.Event | None = None):
+                 stream: bool = True, cancel: threading.Event | None = None, prefix: str = ""):
         """`cancel`: set from another thread (a parallel run's `flow stop`), the agent is stopped
-        as Ctrl-C would stop it."""
+        as Ctrl-C would stop it. `prefix`: put before each line of the agent's output on the
+        terminal (a parallel run names the task, as several agents write at once)."""
         self.cmd = cmd
         self.timeout_s = timeout_s
         self.env = dict(env or {})
         self.stream = stream
         self.cancel = cancel
+        self.prefix = prefix
 
     def preflight(self, root: Path | None = None) -> None:
         """Raise AgentError when the agent CLI plainly cannot start, before the session changes anything.
@@ -269,10 +272,10 @@ class CommandBackend:
         threads = [
             threading.Thread(target=_feed, args=(proc.stdin, f"{request.system}\n\n{request.context}".encode()),
                              daemon=True),
-            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, out),
+            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, out, self.prefix),
                              daemon=True),
-            threading.Thread(target=_pump, args=(proc.stderr, sys.stderr if self.stream else None, err_tail),
-                             daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, sys.stderr if self.stream else None, err_tail,
+                                                 self.prefix), daemon=True),
         ]
         for thread in threads:
             thread.start()

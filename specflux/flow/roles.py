@@ -328,8 +328,9 @@ class Roles:
             }
             self.run.handins_dir.mkdir(parents=True, exist_ok=True)
             timeout = self.agents.timeout_s or self.manager.ws.config.agent.session_timeout_s
-            return CommandBackend(self.agents.cmd or "", timeout_s=timeout, env=env, cancel=self.cancel), \
-                role == "coder"
+            prefix = f"[task {task_id}] " if self.cancel is not None else ""  # a parallel run's lanes
+            return CommandBackend(self.agents.cmd or "", timeout_s=timeout, env=env, cancel=self.cancel,
+                                  prefix=prefix), role == "coder"
         from ..agent.anthropic_backend import live_backend
 
         self.run.recordings_dir.mkdir(parents=True, exist_ok=True)
