@@ -1,7 +1,7 @@
 """Shell completion scripts for bash, zsh and fish, generated from the argparse tree.
 
 The commands, the `flow` subcommands, each command's options and their choices (`--status`,
-`--agent`, `--format`, ...) come from `cli.build_parser()`, so a new option is completed without
+`--agent`, `--format`, ...) come from `cli_parser.build_parser()`, so a new option is completed without
 touching this module. Task ids and run ids are completed by the shell itself, from the names of
 `.specflux/task-states/task-<id>-state.md` and `.specflux/runs/<run>/events.jsonl` in the workspace
 (`--root` on the command line, else `SPECFLUX_ROOT`, else the nearest `.specflux/` upwards): no
