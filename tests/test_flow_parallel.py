@@ -280,16 +280,9 @@ def test_stopping_a_paused_parallel_run_removes_its_lanes(project, tmp_path):
     no_lanes_left(project)
 
 
-def test_a_parallel_run_is_not_replayed_step_for_step(project, tmp_path):
-    env = plan(tmp_path, coder__1=[APPLES], coder__2=[{**PEARS, "write": {"PEARS.md": "p\n"}}], coder__3=[INDEX])
-    assert start(project, env, "--parallel", "2").returncode == 0
-    done = specflux(project, "flow", "replay")
-    assert done.returncode == 2 and "parallel lanes" in done.stderr
-
-
-def test_lanes_through_the_real_sdk_run_their_sessions_at_once_and_merge(project, api, capsys):
-    """The default `--agent anthropic`, in-process against the scripted Messages API: two coder
-    sessions in their worktrees at once, each reviewed, each merged."""
+def _sdk_lanes(api, route_tasks: dict[str, tuple[str, str]]):
+    """The scripted Messages API for lanes: per task, a coder that writes one file and hands over,
+    and a reviewer that approves; requests routed by the task and role they are for."""
     import re
 
     from specflux.agent.scripted import Reply, call
@@ -299,17 +292,21 @@ def test_lanes_through_the_real_sdk_run_their_sessions_at_once_and_merge(project
         role = "reviewer" if any(t["name"] == "submit_review" for t in body["tools"]) else "coder"
         return re.search(r"# Task #(\d+)", first).group(1), role
 
-    def coder(name: str, text: str) -> list:
-        return [Reply(calls=[call("write_file", path=name, content=text), call("check_criterion", index=1)]),
-                Reply(calls=[call("end_session", did=[f"Wrote {name}"], issues="", next="",
-                                  chain_output={"summary": f"{name} written", "downstream": ""})])]
+    scripts = {}
+    for task, (name, text) in route_tasks.items():
+        scripts[(task, "coder")] = [
+            Reply(calls=[call("write_file", path=name, content=text), call("check_criterion", index=1)]),
+            Reply(calls=[call("end_session", did=[f"Wrote {name}"], issues="", next="",
+                              chain_output={"summary": f"{name} written", "downstream": ""})])]
+        scripts[(task, "reviewer")] = [Reply(calls=[call("submit_review", approved=True, issues=[],
+                                                         criteria_results=[{"criterion": "all", "met": True}])])]
+    return api(scripts, route=route)
 
-    def reviewer() -> list:
-        return [Reply(calls=[call("submit_review", approved=True, issues=[],
-                                  criteria_results=[{"criterion": "all", "met": True}])])]
 
-    server = api({("1", "coder"): coder("APPLES.md", "apples\n"), ("1", "reviewer"): reviewer(),
-                  ("2", "coder"): coder("PEARS.md", "pears\n"), ("2", "reviewer"): reviewer()}, route=route)
+def test_lanes_through_the_real_sdk_run_their_sessions_at_once_and_merge(project, api, capsys):
+    """The default `--agent anthropic`, in-process against the scripted Messages API: the coder and
+    reviewer sessions of two lanes, in their worktrees and threads, each recorded, each merged."""
+    server = _sdk_lanes(api, {"1": ("APPLES.md", "apples\n"), "2": ("PEARS.md", "pears\n")})
     code, out, err = run(capsys, project, "flow", "start", "1", "2", "--parallel", "2")
     assert code == 0, out + err
     assert (project / "APPLES.md").read_text() == "apples\n" and (project / "PEARS.md").read_text() == "pears\n"
@@ -318,6 +315,22 @@ def test_lanes_through_the_real_sdk_run_their_sessions_at_once_and_merge(project
     runs = sorted((project / ".specflux" / "runs").iterdir())
     assert len(list((runs[-1] / "recordings").glob("*.jsonl"))) == 4  # every session recorded
     no_lanes_left(project)
+
+
+def test_a_parallel_run_replays_offline_in_the_order_its_results_came(project, api, capsys, tmp_path, monkeypatch):
+    _sdk_lanes(api, {"1": ("APPLES.md", "apples\n"), "2": ("PEARS.md", "pears\n"), "3": ("INDEX.md", "index\n")})
+    code, out, err = run(capsys, project, "flow", "start", "--parallel", "2")
+    assert code == 0, out + err
+    run_id = out.split()[0]
+    monkeypatch.delenv("ANTHROPIC_BASE_URL")  # offline: nothing to talk to
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    into = tmp_path / "replayed"
+    code, out, err = run(capsys, project, "flow", "replay", run_id, "--into", str(into))
+    assert code == 0, out + err
+    assert f"replay of {run_id} matches" in out
+    for name in ("APPLES.md", "PEARS.md", "INDEX.md"):
+        assert (into / name).read_text() == (project / name).read_text()
+    assert not (into / ".specflux" / "worktrees").exists()
 
 
 # --------------------------------------------------------------------- merging, at the library level

@@ -124,7 +124,7 @@ class EdgeSpec:
     def _merged(self, state: Mapping[str, Any], did: str, task_id: str | None, out: Mapping[str, Any]) -> Decision:
         if out.get("merged"):
             return self._move_on(state, did, task_id, accepted=True, edge="merge",
-                                 why=f"task {task_id} merged into {out.get('target') or 'the branch'}")
+                                 why=f"task {task_id}'s lane merged")
         used = (state.get("edgeIterations") or {}).get("merge-conflict", {}).get(task_id or "*", 0)
         conflicts = ", ".join(out.get("conflicts") or []) or "(no paths named)"
         if used >= MERGE_RETRIES:

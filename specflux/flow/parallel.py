@@ -42,8 +42,11 @@ MERGE_TRIES = 3  # merges tried again when the user's branch moved under one
 
 class ParallelEngine(Engine):
     def __init__(self, manager: "TaskStateManager", run: "Run", spec: "Spec", roles: "Roles", *,
-                 worktrees: Worktrees, **options: Any):
+                 worktrees: Worktrees, order: list[str] | None = None, **options: Any):
+        """`order`: a replay's step ids in the order the recorded run took their results."""
         super().__init__(manager, run, spec, roles, **options)
+        self.order = list(order or [])
+        self.early: dict[str, tuple[dict[str, Any], Any]] = {}  # results that came before their turn
         self.worktrees = worktrees
         self.width = max(1, int(run.state().get("parallel") or 1))
         self.cancel = roles.cancel or threading.Event()
@@ -152,7 +155,7 @@ class ParallelEngine(Engine):
     def _collect(self) -> bool:
         """Wait for one lane's result (a little: controls are read between waits) and decide on it."""
         try:
-            step, result = self.results.get(timeout=POLL_S)
+            step, result = self._next_result()
         except queue.Empty:
             return True
         except KeyboardInterrupt:  # Ctrl-C: stop every lane's agent; `flow resume` runs them again
@@ -166,6 +169,18 @@ class ParallelEngine(Engine):
             return False
         self._finish_step(step, result)
         return True
+
+    def _next_result(self) -> tuple[dict[str, Any], Any]:
+        """The next lane's result: whichever comes first, or, in a replay, the one whose turn it is
+        (queue.Empty when there is none yet)."""
+        if not self.order:
+            return self.results.get(timeout=POLL_S)
+        want = self.order[0]
+        while want not in self.early:
+            step, result = self.results.get(timeout=POLL_S)
+            self.early[step["stepId"]] = (step, result)
+        self.order.pop(0)
+        return self.early.pop(want)
 
     # ----------------------------------------------------------------- one lane's step
 
@@ -199,7 +214,7 @@ class ParallelEngine(Engine):
                 result = StepResult("ERROR", None, error=AgentErrorInfo("ERROR", problem))
             else:
                 delay = (step.get("payload") or {}).get("delay_s")
-                if delay and not resumed:
+                if delay and not resumed and not self.moments:  # (a replay does not wait out a backoff)
                     self.cancel.wait(float(delay))
                 result = roles.perform(step, view, resumed=resumed, key=key, stamp=stamp)
                 result.stamp = stamp

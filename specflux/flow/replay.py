@@ -27,7 +27,8 @@ from .run import Run
 if TYPE_CHECKING:
     from ..store import TaskStateManager
 
-VOLATILE = {"code", "durationMs", "outputTail", "commit", "stamp"}  # differ run to run by nature
+VOLATILE = {"code", "durationMs", "outputTail", "commit", "stamp",
+            "target"}  # differ run to run by nature (a replay merges lanes into a branch of its own)
 
 
 @dataclass
@@ -57,9 +58,6 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
     git = manager.git
     if git is None or not base:
         raise RunError(f"run {run.id} did not start in a git repository with a commit: there is nothing to clone")
-    if (created.get("parallel") or 1) > 1:
-        raise UsageError(f"run {run.id} ran in parallel lanes, whose results arrived in the order its agents "
-                         "finished: it cannot be replayed step for step yet")
     agent = (created.get("agent") or {}).get("kind", "anthropic")
     if agent == "command":
         raise UsageError(f"run {run.id} used an agent CLI (--agent command), whose sessions are not recorded; "
@@ -70,13 +68,18 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
     _clone(git.root, target, base, run.id)
     ws_root = target / manager.ws.root.relative_to(git.root)
     clone_ws = Workspace(ws_root)
-    clone = Run.create(clone_ws, {k: v for k, v in created.items() if k not in ("seq", "at", "type", "runId")},
-                       run_id=run.id)
+    again = {k: v for k, v in created.items() if k not in ("seq", "at", "type", "runId")}
+    if again.get("targetBranch"):  # a parallel run's lanes merge into the replay's own branch
+        again["targetBranch"] = f"specflux-replay/{run.id}"
+    clone = Run.create(clone_ws, again, run_id=run.id)
     moments, stamps = _recorded_moments(events)
+    # lanes' results are taken in the order the recorded run got them (their agents, replayed, may
+    # finish in any order): every later event then comes in the recorded order too
+    order = [e["stepId"] for e in events if e["type"] == "step_finished" and e["kind"] not in ("merge", "approval")]
     say(f"replaying run {run.id} in {target} (base commit {base[:12]})")
     replica = TaskStateManager(clone_ws)
     runs.drive(replica, clone, Agents(kind="replay", replay_from=run.dir), say=say, moments=moments, stamps=stamps,
-               allow_changed_workflow=False)
+               allow_changed_workflow=False, order=order)
     difference = first_difference(events, clone.events.read()) or _tree_difference(target, run.id)
     steps = sum(1 for e in events if e["type"] == "step_finished")
     return ReplayResult(run.id, target, steps, difference)
@@ -96,6 +99,10 @@ def _clone(source: Path, target: Path, base: str, run_id: str) -> None:
         if value:
             git("config", key, value, cwd=target)
     git("config", "commit.gpgsign", "false", cwd=target)
+    for key in ("merge.specflux.name", "merge.specflux.driver"):  # git config is not cloned: lanes' merges need it
+        value = subprocess.run(["git", "config", "--get", key], cwd=source, capture_output=True, text=True).stdout.strip()
+        if value:
+            git("config", key, value, cwd=target)
 
 
 def _recorded_moments(events: list[dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:

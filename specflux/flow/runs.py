@@ -109,8 +109,9 @@ def _head(git) -> str | None:
 def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *,
           say: Callable[[str], None] = lambda line: None, allow_changed_workflow: bool = False,
           moments: dict | None = None, stamps: dict | None = None,
-          stamp_clock: Callable[[], str] | None = None) -> dict[str, Any]:
-    """Drive `run` in this process until it completes, fails, pauses or waits for approval."""
+          stamp_clock: Callable[[], str] | None = None, order: list[str] | None = None) -> dict[str, Any]:
+    """Drive `run` in this process until it completes, fails, pauses or waits for approval.
+    `order`: for a replay of a parallel run, the step ids in the order their results were taken."""
     from .edges import spec_for
     from .engine import Engine
     from .roles import Roles
@@ -142,7 +143,7 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
         worktrees = Worktrees(git.root, run.id, setup=cfg.worktree_setup, setup_timeout_s=cfg.worktree_setup_timeout_s)
         roles = Roles(manager, run, agents, say, cancel=threading.Event())
         return ParallelEngine(manager, run, spec_for(flow, manager.ws.root, lanes), roles, worktrees=worktrees,
-                              **options).drive()
+                              order=order, **options).drive()
     engine = Engine(manager, run, spec_for(flow, manager.ws.root), Roles(manager, run, agents, say), **options)
     return engine.drive()
 
