@@ -317,6 +317,30 @@ def test_lanes_through_the_real_sdk_run_their_sessions_at_once_and_merge(project
     no_lanes_left(project)
 
 
+def test_lanes_share_what_is_left_of_the_runs_token_budget(project, api, capsys):
+    """Two lanes at once each get half of what the run has left: of 300 tokens, 150 for a session,
+    which stops after its second reply (240 tokens), not its third."""
+    import re
+
+    from specflux.agent.scripted import Reply, call
+
+    def route(body: dict) -> tuple[str, str]:
+        first = "\n".join(b.get("text", "") for b in body["messages"][0]["content"])
+        return re.search(r"# Task #(\d+)", first).group(1), "coder"
+
+    reads = [Reply(calls=[call("read_file", path="README.md")]) for _ in range(3)]  # 120 tokens each
+    server = api({("1", "coder"): list(reads), ("2", "coder"): list(reads)}, route=route)
+    code, out, err = run(capsys, project, "flow", "start", "1", "2", "--parallel", "2", "--token-budget", "300")
+    assert code == 1 and "token_budget" in out, out + err
+    run_dir = sorted((project / ".specflux" / "runs").iterdir())[-1]
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    used = [e["usage"]["inputTokens"] + e["usage"]["outputTokens"] for e in events
+            if e["type"] == "step_finished" and e["kind"] == "coder"]
+    assert used and max(used) <= 240, used  # alone, a session would have had all 300 and made a third call
+    assert sum(server.served.values()) <= 5
+    no_lanes_left(project)
+
+
 def test_a_parallel_run_replays_offline_in_the_order_its_results_came(project, api, capsys, tmp_path, monkeypatch):
     _sdk_lanes(api, {"1": ("APPLES.md", "apples\n"), "2": ("PEARS.md", "pears\n"), "3": ("INDEX.md", "index\n")})
     code, out, err = run(capsys, project, "flow", "start", "--parallel", "2")

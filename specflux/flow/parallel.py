@@ -197,7 +197,7 @@ class ParallelEngine(Engine):
         tries = self.run.state()["stepTries"].get(step["stepId"], 0)
         key = f"{step['stepId']}#{tries + 1}"
         stamp = self.stamps.get(key) or self.stamp_clock()
-        roles = self.roles.in_lane(self._lane_manager(Path(lane["worktree"])), note)
+        roles = self.roles.in_lane(self._lane_manager(Path(lane["worktree"])), note, lanes=self.width)
         view = lane_view(self.run.state(), task_id)
         thread = threading.Thread(target=self._work, args=(step, roles, view, resumed, key, stamp, Path(lane["worktree"])),
                                   name=f"lane-{task_id}", daemon=True)

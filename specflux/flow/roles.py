@@ -80,14 +80,17 @@ class Roles:
         self._key = ""
         self._stamp: str | None = None
         self._note = ""
+        self._lanes = 1
         self._budget_left: int | None = None
 
-    def in_lane(self, manager: "TaskStateManager", note: str = "") -> "Roles":
+    def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1) -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
         parallel run gives each step its own, so steps in different threads share nothing.
-        `note` goes first in the coder's context (why this attempt starts where it does)."""
+        `note` goes first in the coder's context (why this attempt starts where it does);
+        `lanes`: how many share what is left of the run's token budget."""
         roles = Roles(manager, self.run, self.agents, self.say, self.cancel)
         roles._note = note
+        roles._lanes = max(1, lanes)
         return roles
 
     def perform(self, step: dict[str, Any], state: dict[str, Any], resumed: bool = False, key: str = "",
@@ -99,7 +102,8 @@ class Roles:
         self._resumed = resumed
         self._key = key or f"{step['stepId']}#1"
         self._stamp = stamp
-        self._budget_left = _budget_left(state)
+        left = _budget_left(state)
+        self._budget_left = None if left is None else left // self._lanes  # lanes at once: a share each
         kind = step["kind"]
         if kind == "coder":
             return self.coder(step, state)
