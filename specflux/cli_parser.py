@@ -21,6 +21,15 @@ class _Unused:
         return lambda *args, **kwargs: self
 
 
+def _agent_options(s, cmd_note: str = "") -> None:
+    """--agent, --cmd, --recording and --model, as `run` and `plan` take them."""
+    s.add_argument("--agent", choices=AGENTS, default="anthropic",
+                   help="anthropic (the Messages API, default), command (an agent CLI) or replay (a recording)")
+    s.add_argument("--cmd", help=f"the agent command line (--agent command){cmd_note}")
+    s.add_argument("--recording", metavar="FILE", help="a JSONL recording to replay (--agent replay)")
+    s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
+
+
 def build_parser(full: bool = True, only: str | None = None) -> argparse.ArgumentParser:
     """Every command's parser; `full=False` leaves out the flow commands (built only when asked
     for, so that `specflux list` does not pay for them); with `only`, that command's arguments
@@ -133,11 +142,7 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
   specflux run 102 --agent command --cmd "claude -p --output-format json" --timeout 1800
   specflux run 102 --agent replay --recording .specflux/recordings/SESSION.jsonl""")
     s.add_argument("id", metavar="ID", help="the task's id")
-    s.add_argument("--agent", choices=AGENTS, default="anthropic",
-                   help="anthropic (the Messages API, default), command (an agent CLI) or replay (a recording)")
-    s.add_argument("--cmd", help="the agent command line (--agent command)")
-    s.add_argument("--recording", metavar="FILE", help="a JSONL recording to replay (--agent replay)")
-    s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
+    _agent_options(s)
     s.add_argument("--max-turns", type=int, metavar="N", help="agent turns before the session is stopped")
     s.add_argument("--token-budget", type=int, metavar="N", help="tokens the session may spend")
     s.add_argument("--timeout", type=float, metavar="SECONDS", help="seconds before a command agent is stopped")
@@ -149,11 +154,7 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
   specflux plan docs/prd.md --json""")
     s.add_argument("prd", metavar="PRD", help="the requirements document (linked from each task, not copied)")
     s.add_argument("--dry-run", action="store_true", help="show the tasks and write nothing")
-    s.add_argument("--agent", choices=AGENTS, default="anthropic",
-                   help="anthropic (the Messages API, default), command (an agent CLI) or replay (a recording)")
-    s.add_argument("--cmd", help="the agent command line (--agent command); it hands in with specflux submit-tasks")
-    s.add_argument("--recording", metavar="FILE", help="a JSONL recording to replay (--agent replay)")
-    s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
+    _agent_options(s, "; it hands in with specflux submit-tasks")
     s.add_argument("--json", action="store_true", help="{prd, summary, created, tasks} as JSON")
 
     s = cmd("import", "task files from a spec-kit tasks.md, a Backlog.md folder, a Taskmaster tasks.json or a "
