@@ -266,6 +266,32 @@ def test_ctrl_c_stops_the_lanes_agents_and_resume_finishes_the_run(project, tmp_
     no_lanes_left(project)
 
 
+def test_a_merge_while_the_users_merge_is_in_progress_waits_for_the_other_lanes_then_pauses(project, tmp_path):
+    (project / "README.md").write_text("# project, on main\n")
+    git(project, "commit", "-q", "-am", "main's README")
+    git(project, "checkout", "-q", "-b", "side", "HEAD~1")
+    (project / "README.md").write_text("# project, on side\n")
+    git(project, "commit", "-q", "-am", "side's README")
+    git(project, "checkout", "-q", "main")
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 0.2}], coder__2=[{**PEARS, "sleep": 4, "write": {"PEARS.md": "p\n"}}])
+    proc = _background(project, env, "--parallel", "2", "1", "2")
+    state_dir = tmp_path / "agent-state"
+    _wait_for(lambda: (state_dir / "coder-2-1.txt").exists())
+    subprocess.run(["git", "merge", "-q", "side"], cwd=project, capture_output=True)  # conflicts: in progress
+    assert (project / ".git" / "MERGE_HEAD").exists()
+    _, err = proc.communicate(timeout=120)
+    state = status(project)
+    assert state["status"] == "paused" and state["pausedFor"].startswith("git: a merge is in progress"), err
+    assert state["taskAttempts"] == {"1": 1, "2": 1} and state["metrics"]["totalReviews"] == 2, err  # lane 2 finished
+    assert (project / ".git" / "MERGE_HEAD").exists()  # the user's merge, untouched
+    git(project, "merge", "--abort")
+    done = specflux(project, "flow", "resume", env=env, timeout=120)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert task_status(project, "1") == task_status(project, "2") == "complete"
+    assert state_dir.joinpath("coder-2.count").read_text() == "1"  # nothing was run twice
+    no_lanes_left(project)
+
+
 def test_stopping_a_paused_parallel_run_removes_its_lanes(project, tmp_path):
     env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}], coder__2=[{**PEARS, "sleep": 30}])
     proc = _background(project, env, "--parallel", "2", "1", "2")
@@ -432,6 +458,7 @@ def test_runs_started_in_one_second_are_ordered_by_their_first_event(tmp_path):
 
     ws, _ = Workspace.init(tmp_path)
     first = Run.create(ws, {"tasks": []}, run_id="run-20260101-120000-ffff")
+    time.sleep(0.01)  # (events are stamped to the millisecond: runs made within one are not told apart)
     second = Run.create(ws, {"tasks": []}, run_id="run-20260101-120000-0000")  # sorts first by name
     assert Run.ids(ws) == [first.id, second.id]
     assert Run.find(ws).id == second.id  # the latest

@@ -106,18 +106,31 @@ class Engine:
                 self._finish("failed", "stalled: the workflow asked for no more work and did not finish")
             return False
         if step["status"] == "WAITING":
-            limit = state.get("maxIterations")
-            if limit and state["iteration"] >= limit:
-                self._finish("failed", "max_iterations")
-                return False
-            budget = state.get("tokenBudget")
-            if budget and sum(state["metrics"][k] for k in TOKEN_KEYS) >= budget:
-                self._finish("failed", "token_budget")
+            limit = self._limit_reached(state)
+            if limit:
+                self._finish("failed", limit)
                 return False
         if step["kind"] == "approval":
             return self._approval(step)
         self._perform(step)
         return True
+
+    @staticmethod
+    def _limit_reached(state: dict[str, Any]) -> str | None:
+        """The run-wide limit a new step would pass (`max_iterations`, `token_budget`), if any."""
+        if state.get("maxIterations") and state["iteration"] >= state["maxIterations"]:
+            return "max_iterations"
+        budget = state.get("tokenBudget")
+        if budget and sum(state["metrics"][k] for k in TOKEN_KEYS) >= budget:
+            return "token_budget"
+        return None
+
+    def _try_of(self, step: dict[str, Any]) -> tuple[str, str]:
+        """This try of `step`: its key (`s8#2`, what its recording is named by) and the time its
+        session entry carries (a replay's recorded one)."""
+        tries = self.run.state()["stepTries"].get(step["stepId"], 0)
+        key = f"{step['stepId']}#{tries + 1}"
+        return key, self.stamps.get(key) or self.stamp_clock()
 
     # ----------------------------------------------------------------- control from any terminal
 
@@ -169,9 +182,7 @@ class Engine:
         if delay and not self.moments and not resumed:  # a retry's backoff (not in a replay)
             self.say(f"waiting {delay:g}s before retrying {step['kind']}")
             time.sleep(float(delay))
-        tries = self.run.state()["stepTries"].get(step["stepId"], 0)
-        key = f"{step['stepId']}#{tries + 1}"
-        stamp = self.stamps.get(key) or self.stamp_clock()
+        key, stamp = self._try_of(step)
         watcher = _StopWatcher(self.run)
         watcher.start()
         try:

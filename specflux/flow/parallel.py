@@ -27,7 +27,7 @@ from ..errors import SpecfluxError
 from .decisions import AgentErrorInfo, Decision
 from .engine import POLL_S, Engine
 from .roles import Interrupted, StepResult
-from .state import FINISHED, TOKEN_KEYS, lane_view, waiting
+from .state import FINISHED, lane_view, waiting
 from .worktrees import UserBusy, Worktrees
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 STOP_WAIT_S = 15.0  # how long `flow stop` waits for the lanes' agents to stop before ending the run
 MERGE_TRIES = 3  # merges tried again when the user's branch moved under one
+MERGE_AGAIN_S = 2.0  # while lanes run, how often a merge the user's busy git refused is tried again
 
 
 class ParallelEngine(Engine):
@@ -55,6 +56,7 @@ class ParallelEngine(Engine):
         self.running: dict[str, threading.Thread] = {}
         self._deciding: dict[str, Any] | None = None
         self._tidied = False
+        self._merge_again_at = 0.0
 
     def drive(self) -> dict[str, Any]:
         try:
@@ -108,9 +110,9 @@ class ParallelEngine(Engine):
     def _start_steps(self) -> bool:
         """Start what can start: steps a crash left in flight, merges, answered approvals, and
         waiting steps while lanes are free. False when the run stopped for now (paused, ended)."""
-        progressed = True
+        progressed, held = True, None
         while progressed:
-            progressed = False
+            progressed, held = False, None
             state = self.run.state()
             if state["status"] != "running":
                 return False
@@ -127,10 +129,15 @@ class ParallelEngine(Engine):
                         break
                     continue
                 if step["kind"] == "merge":
-                    if not self._merge(step):
-                        return False
-                    progressed = True
-                    break
+                    if self.running and time.monotonic() < self._merge_again_at:
+                        continue  # the user's git was busy a moment ago: asked again in a while
+                    busy = self._merge(step)
+                    if busy is None:
+                        progressed = True
+                        break
+                    held = busy  # the other lanes go on meanwhile
+                    self._merge_again_at = time.monotonic() + MERGE_AGAIN_S
+                    continue
                 if len(self.running) >= self.width:
                     continue
                 limit = self._limit_reached(state)
@@ -142,15 +149,9 @@ class ParallelEngine(Engine):
                 self._launch(step, resumed=False)
                 progressed = True
                 break
+        if held and not self.running:  # nothing else can go on: wait for the user
+            return self._pause_for_git(held)
         return True
-
-    def _limit_reached(self, state: dict[str, Any]) -> str | None:
-        if state.get("maxIterations") and state["iteration"] >= state["maxIterations"]:
-            return "max_iterations"
-        budget = state.get("tokenBudget")
-        if budget and sum(state["metrics"][k] for k in TOKEN_KEYS) >= budget:
-            return "token_budget"
-        return None
 
     def _collect(self) -> bool:
         """Wait for one lane's result (a little: controls are read between waits) and decide on it."""
@@ -164,7 +165,9 @@ class ParallelEngine(Engine):
             self._record({"type": "status", "status": "paused", "pausedFor": "user"})
             return False
         self.running.pop(step["stepId"]).join()
-        if result == "interrupted":  # an agent stopped without `flow stop` (it was killed): run it again
+        if result == "interrupted":  # an agent stopped without `flow stop`: pause; `flow resume` runs it again
+            self.cancel.set()
+            self._drain(record=False)
             self._record({"type": "status", "status": "paused", "pausedFor": "user"})
             return False
         self._finish_step(step, result)
@@ -194,9 +197,7 @@ class ParallelEngine(Engine):
         else:
             self.say(f"resuming step {step['stepId']} ({step['kind']} on task {task_id}), interrupted before")
         self.say(f"{step['kind']} on task {task_id} (step {step['stepId']}, lane {lane['branch']})")
-        tries = self.run.state()["stepTries"].get(step["stepId"], 0)
-        key = f"{step['stepId']}#{tries + 1}"
-        stamp = self.stamps.get(key) or self.stamp_clock()
+        key, stamp = self._try_of(step)
         roles = self.roles.in_lane(self._lane_manager(Path(lane["worktree"])), note, lanes=self.width)
         view = lane_view(self.run.state(), task_id)
         thread = threading.Thread(target=self._work, args=(step, roles, view, resumed, key, stamp, Path(lane["worktree"])),
@@ -283,9 +284,10 @@ class ParallelEngine(Engine):
 
     # ----------------------------------------------------------------- merging a lane
 
-    def _merge(self, step: dict[str, Any]) -> bool:
-        """Merge the task's lane into the user's branch; its result decided on. False when the
-        run pauses instead (the user's merge or rebase in progress, their changes in the way)."""
+    def _merge(self, step: dict[str, Any]) -> str | None:
+        """Merge the task's lane into the user's branch, and decide on the result (merged, or the
+        paths that conflict). Why it could not be tried, when the user's git is busy (a merge or
+        rebase in progress, their uncommitted changes in the way): then nothing is recorded."""
         state = self.run.state()
         task_id = step["taskId"]
         lane = state["lanes"][task_id]
@@ -298,16 +300,16 @@ class ParallelEngine(Engine):
             try:
                 result = self.worktrees.merge(lane["branch"], target, message)
             except UserBusy as e:
-                return self._pause_for_git(str(e))
+                return str(e)
             if result.merged or result.conflicts or "moved during the merge" not in result.reason:
                 break
         if not result.merged and not result.conflicts:
-            return self._pause_for_git(result.reason)
+            return result.reason
         self.say(f"task {task_id}: lane merged into {target}" if result.merged else
                  f"task {task_id}: merge conflicts in {', '.join(result.conflicts)}")
         output = {**result.to_output(task_id, lane["branch"]), "target": target}
         self._finish_step(step, StepResult("OK", output, duration_ms=int((time.monotonic() - started) * 1000)))
-        return True
+        return None
 
     def _pause_for_git(self, why: str) -> bool:
         self.say(f"paused: {why}")
