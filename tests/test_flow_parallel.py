@@ -438,6 +438,15 @@ def test_a_merge_keeps_the_users_uncommitted_changes_and_refuses_to_overwrite_th
     assert git(git_repo, "log", "-1", "--format=%s").strip() == "merge lane 1"
 
 
+def test_a_task_id_git_would_refuse_in_a_branch_name_still_gets_a_lane(git_repo):
+    from specflux.flow.worktrees import Worktrees
+
+    trees = Worktrees(git_repo, "r1")
+    path, branch = trees.open("3..1.lock", "s4", git(git_repo, "rev-parse", "HEAD").strip())
+    assert (path / "README.md").is_file() and branch == "specflux/r1/3--1-lock-s4"
+    assert trees.clean() and not path.exists()
+
+
 def test_a_conflicting_merge_is_aborted_and_names_the_paths(git_repo):
     from specflux.flow.worktrees import Worktrees
 

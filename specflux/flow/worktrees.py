@@ -11,6 +11,7 @@ A merge, rebase or other operation in progress in the user's worktree is never t
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -53,7 +54,9 @@ class Worktrees:
         return self.home / step_id
 
     def branch_of(self, task_id: str, step_id: str) -> str:
-        return f"{BRANCH_PREFIX}{self.run_id}/{task_id}-{step_id}"
+        """The attempt's branch; the task id with anything but letters, digits, `_` and `-` made a
+        `-` (git refuses `..`, a `.lock` ending, ... in a branch name; the step id keeps it unique)."""
+        return f"{BRANCH_PREFIX}{self.run_id}/{re.sub(r'[^A-Za-z0-9_-]', '-', task_id)}-{step_id}"
 
     # ----------------------------------------------------------------- lanes
 
