@@ -16,13 +16,12 @@ at it (`metadata["progress"]`), nothing is copied from it.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from typing import Any
 
 from specflux.importers.drafts import ImportResult, ImportWarning, TaskDraft, to_task_id
-from specflux.importers.taskmaster import LocatedJSON, json_error
+from specflux.importers.taskmaster import LocatedJSON, read_json
 
 FORMAT = "harness"
 PROGRESS_FILE = "claude-progress.txt"
@@ -36,10 +35,8 @@ def parse(text: str, path: str, progress_text: str | None = None) -> ImportResul
     """Drafts for every feature of a harness `feature_list.json`. Pass `progress_text` when a
     `claude-progress.txt` sits beside it: the drafts then name it in `metadata["progress"]`."""
     result = ImportResult(FORMAT)
-    try:
-        doc = LocatedJSON(text.lstrip("\ufeff"))
-    except (json.JSONDecodeError, RecursionError) as error:
-        result.warnings.append(json_error(path, error))
+    doc = read_json(text, path, result.warnings)
+    if doc is None:
         return result
     features = _features(doc, path, result.warnings)
     progress = None

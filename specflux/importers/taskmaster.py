@@ -103,11 +103,16 @@ def _children(obj: Any) -> list[Any]:
     return found
 
 
-def json_error(path: str, error: Exception) -> ImportWarning:
-    """A file that is not JSON, reported at the line where the parser stopped."""
-    if isinstance(error, json.JSONDecodeError):
-        return ImportWarning(path, error.lineno, f"not valid JSON: {error.msg}")
-    return ImportWarning(path, None, "not readable as JSON (nested too deeply)")
+def read_json(text: str, path: str, warnings: list[ImportWarning]) -> "LocatedJSON | None":
+    """The located JSON of a source file (a BOM skipped), or None with a warning at the line where
+    the parser stopped."""
+    try:
+        return LocatedJSON(text.lstrip("\ufeff"))
+    except json.JSONDecodeError as error:
+        warnings.append(ImportWarning(path, error.lineno, f"not valid JSON: {error.msg}"))
+    except RecursionError:
+        warnings.append(ImportWarning(path, None, "not readable as JSON (nested too deeply)"))
+    return None
 
 
 # --- the importer -----------------------------------------------------------------------------------
@@ -127,10 +132,8 @@ class _Entry:
 def parse(text: str, path: str) -> ImportResult:
     """Drafts for every task and subtask of every tag of a Taskmaster `tasks.json`."""
     result = ImportResult(FORMAT)
-    try:
-        doc = LocatedJSON(text.lstrip("\ufeff"))
-    except (json.JSONDecodeError, RecursionError) as error:
-        result.warnings.append(json_error(path, error))
+    doc = read_json(text, path, result.warnings)
+    if doc is None:
         return result
     taken: set[str] = set()
     for tag, tasks in _tags(doc, path, result.warnings):
