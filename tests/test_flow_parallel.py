@@ -135,6 +135,18 @@ def test_a_task_that_fails_in_its_lane_is_not_merged_and_its_log_is_kept(project
     no_lanes_left(project)
 
 
+def test_a_failed_lanes_log_carried_over_keeps_a_crlf_task_file_crlf(project, tmp_path):
+    path = project / ".specflux" / "task-states" / "task-2-state.md"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    git(project, "commit", "-q", "-am", "task 2 in CRLF")
+    env = plan(tmp_path, coder__1=[APPLES], coder__2=[{"write": {"PEARS.md": "half\n"}, "exit": 3}])
+    assert start(project, env, "--parallel", "2", "1", "2").returncode == 1
+    data = path.read_bytes()
+    assert data.count(b"### Session ") == 4, "the failed lane's sessions were not carried over"
+    assert data.count(b"\n") == data.count(b"\r\n"), "a line ending changed"
+    no_lanes_left(project)
+
+
 def test_the_conflict_limit_fails_the_task_in_the_decision_logic():
     from specflux.flow.decisions import AgentResponse, DecisionContext
     from specflux.flow.edges import MERGE_RETRIES, EdgeSpec

@@ -325,16 +325,17 @@ class ParallelEngine(Engine):
         manager = self._lane_manager(into)
         path = manager.path(task_id)
         rel = path.resolve().relative_to(into.resolve()).as_posix()
+        repo = Git(self.worktrees.root)
 
-        def at(ref: str) -> str | None:
-            done = _run(("show", f"{ref}:{rel}"), self.worktrees.root)
-            return done.stdout if done.returncode == 0 else None
+        def at(ref: str) -> str | None:  # the file's exact text (its line endings kept) at `ref`
+            done = repo._git_raw("show", f"{ref}:{rel}")
+            return _utf8(done.stdout) if done.returncode == 0 else None
 
         fork = _run(("merge-base", previous["branch"], "HEAD"), into)  # where the task's lanes left this branch
         base, theirs = (at(fork.stdout.strip()) if fork.returncode == 0 else None), at(previous["branch"])
-        if base is None or theirs is None or not path.is_file():
+        ours = _utf8(path.read_bytes()) if path.is_file() else None
+        if base is None or theirs is None or ours is None:
             return
-        ours = path.read_text(encoding="utf-8")
         merged, clean = merge_task(base, ours, theirs)
         if not clean or merged == ours:
             return
@@ -429,3 +430,11 @@ class ParallelEngine(Engine):
         for control in list(self.run.state()["controls"]):
             if control["action"] in actions:
                 self._record({"type": "control_handled", "control": control["seq"]})
+
+
+def _utf8(data: bytes) -> str | None:
+    """Bytes as text, nothing translated (CRLF stays CRLF); None when they are not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
