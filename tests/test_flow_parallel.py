@@ -431,6 +431,17 @@ def test_a_users_merge_in_progress_is_never_touched(git_repo):
     assert ((git_repo / "a.txt").read_bytes(), git(git_repo, "rev-parse", "HEAD")) == before
 
 
+def test_a_merge_into_a_branch_that_is_not_checked_out_waits(git_repo):
+    from specflux.flow.worktrees import UserBusy, Worktrees
+
+    lane = _lane(git_repo, "specflux/r1/1-s1", "b.txt", "lane\n")
+    git(git_repo, "checkout", "-q", "-b", "elsewhere")
+    before = git(git_repo, "rev-parse", "main")
+    with pytest.raises(UserBusy, match="has branch elsewhere checked out: check out main"):
+        Worktrees(git_repo, "r1").merge(lane, "main", "merge the lane")
+    assert git(git_repo, "rev-parse", "main") == before and not (git_repo / "b.txt").exists()
+
+
 def test_a_merge_keeps_the_users_uncommitted_changes_and_refuses_to_overwrite_them(git_repo):
     from specflux.flow.worktrees import Worktrees
 

@@ -3,10 +3,11 @@ the user's branch by the run itself.
 
 A lane's worktree lives at `.specflux/worktrees/<run>/<step>` (ignored by git) on branch
 `specflux/<run>/<task>-<step>`. Merges are made in a scratch worktree, never in the user's: the
-user's branch then moves forward only by a fast-forward (`git merge --ff-only` where it is checked
-out, which refuses to overwrite their uncommitted changes; a compare-and-swap `update-ref`
-elsewhere). A merge that conflicts is aborted and reported with its paths; nothing is half-merged.
-A merge, rebase or other operation in progress in the user's worktree is never touched.
+user's branch then moves forward only by `git merge --ff-only`, which refuses to overwrite their
+uncommitted changes. A merge that conflicts is aborted and reported with its paths; nothing is
+half-merged. A merge, rebase or other operation in progress in the user's worktree, or another
+branch checked out there (the run commits its completions where the user is), makes the merge
+wait: nothing is touched.
 """
 
 from __future__ import annotations
@@ -118,6 +119,11 @@ class Worktrees:
         user = self._operation()
         if user:
             raise UserBusy(f"{user} is in progress in {self.root}: finish or abort it, then `flow resume`")
+        head = _run(("symbolic-ref", "-q", "--short", "HEAD"), self.root).stdout.strip()
+        if head != target:  # the run's completions are committed where you are: they must land on `target`
+            raise UserBusy(f"the run merges into branch {target}, and {self.root} has "
+                           f"{'branch ' + head if head else 'a detached HEAD'} checked out: check out {target}, "
+                           "then `flow resume`")
         before = self.tip(f"refs/heads/{target}")
         scratch = self.home / "_merge"
         if scratch.exists():
@@ -143,16 +149,15 @@ class Worktrees:
         return MergeResult(True, commit=commit)
 
     def _advance(self, target: str, before: str, commit: str) -> str | None:
-        """Move `target` from `before` to `commit`; why not, in one line, or None."""
-        head = _run(("symbolic-ref", "-q", "HEAD"), self.root).stdout.strip()
-        if head == f"refs/heads/{target}":  # checked out: fast-forward the user's worktree too
-            done = self._git("merge", "--ff-only", "-q", commit)
-            if done.returncode != 0:
-                detail = " ".join(done.stderr.split())
-                return f"the merged result could not be checked out in {self.root} ({detail[:300]})"
-            return None
-        done = self._git("update-ref", "-m", "specflux: merge a lane", f"refs/heads/{target}", commit, before)
-        return None if done.returncode == 0 else f"branch {target} moved during the merge; it is tried again"
+        """Fast-forward `target`, checked out in the user's worktree, from `before` to `commit`
+        (`--ff-only` refuses to overwrite their uncommitted changes); why not, in one line, or None."""
+        if self.tip(f"refs/heads/{target}") != before:
+            return f"branch {target} moved during the merge; it is tried again"
+        done = self._git("merge", "--ff-only", "-q", commit)
+        if done.returncode != 0:
+            detail = " ".join(done.stderr.split())
+            return f"the merged result could not be checked out in {self.root} ({detail[:300]})"
+        return None
 
     # ----------------------------------------------------------------- the end
 
