@@ -58,6 +58,9 @@ class FlowConfig:
     worktree_setup: str = ""
     worktree_setup_timeout_s: float = 900
     parallel: int = 1  # lanes when `flow start` is not given --parallel
+    max_iterations: int = 0  # steps per run; 0: derived from the run (flow/limits.py)
+    token_budget: int = 20_000_000  # tokens per run (input + output + cache reads and writes); 0: none
+    stall_rounds: int = 3  # coder rounds in a row without a change that end a run as stalled; 0: never
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,12 @@ commit = true                # commit every session; --no-commit skips one
 
 # Parallel runs (`specflux flow start --parallel N`) give each coder attempt its own git worktree;
 # this command prepares each one before the agent starts (run by the shell, in the worktree).
+# Every run is finite even where the workflow sets no max_iterations:
 # [flow]
 # worktree_setup = "npm ci"
 # worktree_setup_timeout_s = 900
+# max_iterations = 0         # steps per run; 0: the run's tasks x the steps its workflow allows each
+# token_budget = 20000000    # tokens per run (input, output, cache reads and writes); --token-budget overrides
+# stall_rounds = 3           # a task going round this often with no change in tree, tests or review
+#                            # issues ends the run as stalled; 0: never
 """

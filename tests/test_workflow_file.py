@@ -264,8 +264,8 @@ def test_toml_syntax_error_is_located():
 def test_unknown_top_level_keys():
     text = HEAD + 'colour = "red"\n[settings]\nx = 1\n' + edge("a")
     assert located(text) == [
-        f"workflow.toml:{line_of(text, 'colour')}: unknown key `colour` (a workflow has name, version, start, edges, spec)",
-        f"workflow.toml:{line_of(text, '[settings]')}: unknown key `settings` (a workflow has name, version, start, edges, spec)",
+        f"workflow.toml:{line_of(text, 'colour')}: unknown key `colour` (a workflow has name, version, start, edges, spec, tests)",
+        f"workflow.toml:{line_of(text, '[settings]')}: unknown key `settings` (a workflow has name, version, start, edges, spec, tests)",
     ]
 
 

@@ -180,9 +180,10 @@ class SpecFactory(Protocol):
 
 def retry_or_give_up(state: Mapping[str, Any], work_kind: str, error: AgentErrorInfo, attempt: int,
                      max_attempts: int = 3, base_delay_s: float = 2.0) -> Decision:
-    """The seed's `on_agent_error`: rate limits and overloads are retried (the same work, after
-    an exponential backoff the engine waits out), anything else ends the run as failed."""
-    if error.type in ("RATE_LIMIT", "OVERLOADED") and attempt < max_attempts:
+    """The seed's `on_agent_error`: rate limits, overloads and timeouts are retried (the same
+    work, after an exponential backoff the engine waits out), anything else ends the run as failed.
+    (A coder whose session times out is not an error: it is an attempt that failed, roles.py.)"""
+    if error.type in ("RATE_LIMIT", "OVERLOADED", "TIMEOUT") and attempt < max_attempts:
         delay = error.retry_after_s or base_delay_s * 2 ** (attempt - 1)
         step_id, step = _failed_step(state, work_kind)
         payload = (state.get("artifacts") or {}).get(f"{work_kind}_payload")

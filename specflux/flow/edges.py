@@ -2,9 +2,13 @@
 
 After a role's step, the edges leaving that role are tried in file order; the first whose JSONata
 `when` holds (or that has none) fires, unless it already fired `max_iterations` times for this
-task: then the task has run out of tries, is failed, and the queue moves on. An edge with
-`task = "next"` accepts the current task and sends its `to` role to the next one. When no edge
-fires, the run ends, accepting the current task if its last verdict approved it.
+task: then the task has run out of tries, is failed, and the queue moves on. An approving verdict
+of the reviewer (or of a person, `approval`) completes the task before any edge is read, as seed
+000's state transitions say: the edge that fires then only names the role that goes on, with the
+next task. `task = "next"` says so explicitly on any edge. When no edge fires, the run ends,
+accepting the current task if its last verdict approved it. Whatever the edges say, a closed task
+is never worked on again, and a task that has taken the steps its workflow allows it
+(`taskStepLimit`, limits.py) fails rather than go round again.
 
 Tasks whose dependencies in the run failed are marked blocked, never started.
 
@@ -28,6 +32,7 @@ from .state import lane_view
 from .workflow import Workflow
 
 DONE = ("complete", "failed", "blocked")
+VERDICT_ROLES = ("reviewer", "approval")  # roles whose approving verdict completes the task (seed 000)
 MERGE_RETRIES = 2  # new attempts after a conflicted merge, per task
 
 
@@ -47,6 +52,7 @@ class EdgeSpec:
             state = lane_view(state, task_id)
             if response.work_kind == "merge":
                 return self._merged(state, did, task_id, response.content or {})
+        verdict = response.work_kind in VERDICT_ROLES and _approved_by(state, response.work_kind, task_id)
         for edge in self.workflow.edges_from(response.work_kind):
             if not edge.fires(state):
                 continue
@@ -55,11 +61,20 @@ class EdgeSpec:
                 why = f"{edge.id} reached its max_iterations ({edge.max_iterations})"
                 return self._move_on(state, did, task_id, accepted=False, why=why,
                                      reason=f"max_iterations: {why}")
-            if edge.task == "next":
+            # Seed 000: an approving verdict completes the task before any edge is read; the edge
+            # that fires then only says which role goes on, with the next task (`task = "next"`
+            # says the same explicitly). A person's approval gate after the reviewer waits for it.
+            if edge.task == "next" or (verdict and edge.to != "approval"):
                 if self.parallel > 1:
                     return self._merge(did, task_id, edge.id)
                 return self._move_on(state, did, task_id, accepted=True, why=f"{edge.id}: task {task_id} accepted",
                                      to=edge.to, edge=edge.id)
+            if task_id and _status_of(state, task_id) in DONE:  # never work on a closed task again
+                return self._move_on(state, did, None, accepted=False, to=edge.to, edge=edge.id,
+                                     why=f"{edge.id}: task {task_id} is {_status_of(state, task_id)} already")
+            over = _over_task_limit(state, task_id)
+            if over:
+                return self._move_on(state, did, task_id, accepted=False, why=over, reason=f"max_iterations: {over}")
             return Decision(did, (_work(edge.to, task_id),), based_on={"stepId": response.step_id, "edge": edge.id},
                             why=f"{edge.id}: {edge.to} on task {task_id}")
         approved = _approved(state, task_id)
@@ -130,6 +145,9 @@ class EdgeSpec:
         if used >= MERGE_RETRIES:
             why = f"merge-conflict reached its limit ({MERGE_RETRIES}): conflicts in {conflicts}"
             return self._move_on(state, did, task_id, accepted=False, why=why, reason=f"merge_conflict: {why}")
+        over = _over_task_limit(state, task_id)
+        if over:
+            return self._move_on(state, did, task_id, accepted=False, why=over, reason=f"max_iterations: {over}")
         return Decision(did, (RequestWork("coder", {"taskId": task_id, "after": "conflict"}),),
                         based_on={"edge": "merge-conflict"},
                         why=f"merge-conflict: task {task_id} conflicts in {conflicts}; a new attempt on the merged branch")
@@ -181,6 +199,27 @@ def _approved(state: Mapping[str, Any], task_id: str | None) -> bool:
             return bool(out.get(field))
     coder = state.get("coderOutput") or {}
     return coder.get("taskId") == task_id and bool((coder.get("selfValidation") or {}).get("passed"))
+
+
+def _approved_by(state: Mapping[str, Any], role: str, task_id: str | None) -> bool:
+    """Whether `role`'s verdict just handed in approves the task."""
+    out = state.get("reviewerOutput" if role == "reviewer" else "approvalOutput") or {}
+    return bool(out) and out.get("taskId", task_id) == task_id and out.get("approved") is True
+
+
+def _status_of(state: Mapping[str, Any], task_id: str) -> str | None:
+    return next((t["status"] for t in state.get("tasks") or [] if t["id"] == task_id), None)
+
+
+def _over_task_limit(state: Mapping[str, Any], task_id: str | None) -> str | None:
+    """Why another step on `task_id` would pass the steps its workflow allows one task, if it would."""
+    limit = state.get("taskStepLimit")
+    if not limit or not task_id:
+        return None
+    steps = ((state.get("taskMetrics") or {}).get(task_id) or {}).get("steps", 0)
+    if steps < limit:
+        return None
+    return f"task {task_id} took {steps} steps, the most its workflow allows one task (taskStepLimit {limit})"
 
 
 def _index_of(state: Mapping[str, Any], task_id: str | None) -> int | None:

@@ -23,7 +23,8 @@ from ..errors import SpecfluxError
 from ..render import now_stamp
 from .decisions import AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext, RequestApproval, RequestWork
 from .roles import Interrupted, StepResult
-from .state import FINISHED, TOKEN_KEYS, in_flight, task_by_id, waiting
+from .limits import limit_reached
+from .state import FINISHED, in_flight, task_by_id, waiting
 
 if TYPE_CHECKING:
     from ..store import TaskStateManager
@@ -106,7 +107,7 @@ class Engine:
                 self._finish("failed", "stalled: the workflow asked for no more work and did not finish")
             return False
         if step["status"] == "WAITING":
-            limit = self._limit_reached(state)
+            limit = self._limit_reached(state, step)
             if limit:
                 self._finish("failed", limit)
                 return False
@@ -116,14 +117,10 @@ class Engine:
         return True
 
     @staticmethod
-    def _limit_reached(state: dict[str, Any]) -> str | None:
-        """The run-wide limit a new step would pass (`max_iterations`, `token_budget`), if any."""
-        if state.get("maxIterations") and state["iteration"] >= state["maxIterations"]:
-            return "max_iterations"
-        budget = state.get("tokenBudget")
-        if budget and sum(state["metrics"][k] for k in TOKEN_KEYS) >= budget:
-            return "token_budget"
-        return None
+    def _limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None) -> str | None:
+        """The limit starting `step` would pass, as `reason: what, with the numbers`: the run's
+        iteration cap, its token budget, or the step's task going round without a change."""
+        return limit_reached(state, step)
 
     def _try_of(self, step: dict[str, Any]) -> tuple[str, str]:
         """This try of `step`: its key (`s8#2`, what its recording is named by) and the time its
@@ -337,8 +334,18 @@ class Engine:
         return "completed", None
 
     def _finish(self, status: str, reason: str | None) -> None:
-        self._record({"type": "status", "status": status, **({"failureReason": reason} if reason else {})})
-        self.say(f"run {status}" + (f" ({reason})" if reason else ""))
+        """End the run. `reason` is a failureReason, or `reason: detail` (the numbers, for people).
+        No task is left `in_progress` or `review` in its file: each goes back to where it was."""
+        detail = None
+        if reason and ": " in reason:
+            reason, detail = reason.split(": ", 1)
+        from .settle import settle_tasks
+
+        for line in settle_tasks(self.manager, self.run):
+            self.say(line)
+        self._record({"type": "status", "status": status, **({"failureReason": reason} if reason else {}),
+                      **({"failureDetail": detail} if detail else {})})
+        self.say(f"run {status}" + (f" ({reason}: {detail})" if detail else f" ({reason})" if reason else ""))
 
     # ----------------------------------------------------------------- plumbing
 

@@ -140,7 +140,7 @@ class ParallelEngine(Engine):
                     continue
                 if len(self.running) >= self.width:
                     continue
-                limit = self._limit_reached(state)
+                limit = self._limit_reached(state, step)
                 if limit:
                     if not self.running:
                         self._finish("failed", limit)

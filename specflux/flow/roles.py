@@ -42,6 +42,7 @@ class StepResult:
     chain_output: dict[str, str] | None = None
     commit: str = ""
     stamp: str | None = None  # the time written in the step's session entry
+    tree: str | None = None  # the coder's: the work tree it left, .specflux/ aside (stall detection)
 
     def to_event(self) -> dict[str, Any]:
         event = {"status": self.status, "output": self.output, "usage": self.usage, "durationMs": self.duration_ms}
@@ -56,6 +57,8 @@ class StepResult:
             event["commit"] = self.commit
         if self.stamp:
             event["stamp"] = self.stamp
+        if self.tree:
+            event["tree"] = self.tree
         return event
 
 
@@ -127,10 +130,14 @@ class Roles:
         done = self._session(step, "coder", extra_context=extra)
         usage = done["usage"]
         failure = _api_failure(done)
-        if failure is not None:  # the API, not the work, failed: the spec's on_agent_error decides
+        timed_out = failure is not None and failure.type == "TIMEOUT"
+        if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
             return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
-        validation = self._run_tests()
-        if validation is not None:
+        validation = None if timed_out else self._run_tests()
+        tree = _tree(self.manager)
+        if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
+            checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
+        elif validation is not None:
             checked = {"passed": validation.passed, "issues": validation.issues()}
         else:
             claimed = done["handoff"] is not None and done["ok"]
@@ -142,7 +149,7 @@ class Roles:
         if chain is None and done["handoff"]:  # no chain output handed over: the coder's own account
             output["did"] = done["handoff"]["did"]
         return StepResult("OK", output, validation=validation.to_state() if validation else None, usage=usage,
-                          duration_ms=_ms(started), chain_output=chain, commit=done["commit"])
+                          duration_ms=_ms(started), chain_output=chain, commit=done["commit"], tree=tree)
 
     # ----------------------------------------------------------------- one session, once
 
@@ -398,6 +405,24 @@ def _ms(started: float) -> int:
 def _code_summary(report) -> str:
     files = [p for p in report.changed if not p.startswith(".specflux/")]
     return (f"commit {report.commit[:12]}: " if report.commit else "") + (", ".join(files) or "no files changed")
+
+
+def _tree(manager: "TaskStateManager") -> str | None:
+    """A fingerprint of the work tree as the coder left it (committed, since the session commits
+    its work), `.specflux/` aside: the same fingerprint twice means the attempt changed nothing."""
+    git = manager.git
+    if git is None:
+        return None
+    import hashlib
+
+    from ..vcs import _run
+
+    done = _run(("ls-tree", "HEAD"), manager.ws.root)
+    if done.returncode != 0:
+        return None
+    entries = [line for line in done.stdout.splitlines() if not line.endswith("\t.specflux")]
+    dirty = _run(("status", "--porcelain", "--untracked-files=all", "--", ".", ":(exclude).specflux"), manager.ws.root)
+    return hashlib.sha256("\n".join(entries + dirty.stdout.splitlines()).encode()).hexdigest()[:16]
 
 
 def _api_failure(done: dict[str, Any]) -> AgentErrorInfo | None:

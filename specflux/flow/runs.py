@@ -23,6 +23,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     workflow is loaded and checked first: a broken one stops here, before anything is written.
     `parallel`: lanes (tasks worked on at once, each in its own worktree); default `[flow] parallel`."""
     from ..chain import Graph
+    from .limits import default_run_cap, task_step_limit
     from .workflow import load_workflow
 
     flow = load_workflow(workflow, manager.ws.dir)
@@ -42,6 +43,8 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         raise UsageError("no task to run: every task is complete (name tasks, or create some with `specflux new`)")
     if max_iterations is not None and max_iterations < 1:
         raise UsageError("--max-iterations must be at least 1")
+    if token_budget is not None and token_budget < 1:
+        raise UsageError("--token-budget must be at least 1")
     agents = agents or Agents()
     git = manager.git
     if git is not None:
@@ -50,11 +53,15 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     if parallel < 1:
         raise UsageError("--parallel must be at least 1")
     target = _check_parallel(manager, flow, chosen) if parallel > 1 else None
+    cfg = manager.ws.config.flow
+    per_task = task_step_limit(flow, parallel)
     created = {
         "workflow": {"name": flow.name, "version": flow.version, "hash": flow.hash, "source": workflow},
         "tasks": [_task_entry(manager, t, graph) for t in chosen],
-        "maxIterations": max_iterations,
-        "tokenBudget": token_budget,
+        "maxIterations": max_iterations or cfg.max_iterations or default_run_cap(len(chosen), per_task),
+        "tokenBudget": token_budget or cfg.token_budget or None,
+        "taskStepLimit": per_task,
+        "stallRounds": cfg.stall_rounds or None,
         "baseCommit": _head(git),
         "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model},
         **({"parallel": parallel, "targetBranch": target} if parallel > 1 else {}),
@@ -90,6 +97,7 @@ def _task_entry(manager: "TaskStateManager", task_id: str, graph) -> dict[str, A
         "id": task_id,
         "title": doc.title[1],
         "status": "complete" if doc.status == "complete" else "pending",
+        "statusBefore": doc.status,  # what the file said: a run that ends leaves no task in_progress
         "priority": meta.get("priority", 3),
         "complexity": meta.get("complexity", "medium"),
         "acceptanceCriteria": [item[3] for item in doc.criteria_lines],
@@ -190,6 +198,10 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
         if not running:  # no engine to obey it: end the run here
             seq = run.state()["controls"][-1]["seq"]
             run.record({"type": "control_handled", "control": seq})
+            if manager is not None:
+                from .settle import settle_tasks
+
+                settle_tasks(manager, run)
             run.record({"type": "status", "status": "user_exit"})
             run.save()
             if manager is not None:

@@ -22,7 +22,7 @@ def empty_metrics() -> dict[str, int]:
 
 
 def task_metrics() -> dict[str, int]:
-    return {"attempts": 0, "reviews": 0, **{k: 0 for k in TOKEN_KEYS}, "durationMs": 0}
+    return {"attempts": 0, "reviews": 0, "steps": 0, **{k: 0 for k in TOKEN_KEYS}, "durationMs": 0}
 
 
 def fold(events: Iterable[dict[str, Any]], state: dict[str, Any] | None = None, *,
@@ -86,6 +86,9 @@ def _created(state: dict, e: dict) -> None:
         "iteration": 0,
         "maxIterations": e.get("maxIterations"),
         "tokenBudget": e.get("tokenBudget"),
+        "taskStepLimit": e.get("taskStepLimit"),  # steps one task may take (edge workflows; None: no limit)
+        "stallRounds": e.get("stallRounds"),  # rounds without a change that end the run as stalled
+        "stall": {},  # task id -> {"sig": the last coder round's outcome, "rounds": how often in a row}
         "artifacts": {},
         "openSteps": {},
         "edgeIterations": {},
@@ -109,10 +112,10 @@ def _created(state: dict, e: dict) -> None:
 
 def _status(state: dict, e: dict) -> None:
     state["status"] = e["status"]
-    for key in ("pausedFor", "failureReason"):
+    for key in ("pausedFor", "failureReason", "failureDetail"):
         if e.get(key) is not None:
             state[key] = e[key]
-        elif key in state and not (key == "failureReason" and e["status"] == "failed"):
+        elif key in state and not (key in ("failureReason", "failureDetail") and e["status"] == "failed"):
             del state[key]
 
 
@@ -139,6 +142,8 @@ def _step_started(state: dict, e: dict) -> None:
     state["iteration"] += 1
     task_id = step.get("taskId")
     per_task = state["taskMetrics"].setdefault(task_id, task_metrics()) if task_id else None
+    if per_task is not None:
+        per_task["steps"] = per_task.get("steps", 0) + 1
     if step["kind"] == "coder":
         state["currentAttempts"] += 1
         state["taskAttempts"][task_id] = state["taskAttempts"].get(task_id, 0) + 1
@@ -189,6 +194,28 @@ def _step_finished(state: dict, e: dict) -> None:
     state["metrics"]["durationMs"] += e.get("durationMs", 0)
     if per_task is not None:
         per_task["durationMs"] += e.get("durationMs", 0)
+    if step["kind"] == "coder" and task_id and e.get("status", "OK") == "OK":
+        _count_round(state, task_id, e)
+    if task_id and step["status"] == "DONE":
+        del state["openSteps"][e["stepId"]]  # done: no longer open (its result is in the events)
+
+
+def _count_round(state: dict, task_id: str, e: dict) -> None:
+    """Stall detection: a coder round's outcome (the tree it left, what the tests said, what the
+    last review on the task said); the same outcome again counts one more round without change.
+    A round whose tree is not known (no git) never counts as unchanged."""
+    out = e.get("output") or {}
+    review = (state.get("laneOutputs") or {}).get(task_id, {}).get("reviewerOutput") or {}
+    checked = out.get("selfValidation") or {}
+    tests = (e.get("validation") or {}).get("failedTests") or checked.get("issues") or []
+    sig = [e.get("tree"), bool(checked.get("passed")), sorted(map(str, tests)),
+           sorted(str(i.get("description", "")) for i in review.get("issues") or [] if isinstance(i, dict))]
+    stall = state.setdefault("stall", {})
+    last = stall.get(task_id)
+    if e.get("tree") and last is not None and last["sig"] == sig:
+        last["rounds"] += 1
+    else:
+        stall[task_id] = {"sig": sig, "rounds": 0}
 
 
 def _boot(state: dict, e: dict) -> None:
@@ -218,6 +245,10 @@ def _task_status(state: dict, e: dict) -> None:
     task["status"] = e["status"]
     if e.get("reason"):
         task["reason"] = e["reason"]
+    if e["status"] in ("complete", "failed", "blocked"):  # closed: its steps are no longer open
+        for step_id in [k for k, s in state["openSteps"].items()
+                        if s.get("taskId") == e["taskId"] and s["status"] in ("DONE", "FAILED")]:
+            del state["openSteps"][step_id]
     for status, metric in (("complete", "tasksCompleted"), ("failed", "tasksFailed")):
         if before != status and e["status"] == status:
             state["metrics"][metric] += 1
@@ -265,5 +296,5 @@ def lane_view(state: Mapping[str, Any], task_id: str | None) -> dict[str, Any]:
 def public(state: dict[str, Any]) -> dict[str, Any]:
     """The state as `flow status --json` prints it (without the engine's bookkeeping)."""
     hidden = {"controls", "lastSeq", "finalized", "agent", "stepTries", "stepErrors", "lastDecision", "booted",
-              "chainOutputs", "coderAccounts", "eventsOffset", "lastFinished", "bootMoment", "laneOutputs"}
+              "chainOutputs", "coderAccounts", "eventsOffset", "lastFinished", "bootMoment", "laneOutputs", "stall"}
     return {k: v for k, v in state.items() if k not in hidden}

@@ -56,8 +56,12 @@ from .decisions import plain as _plain  # jsonata reads only dicts and lists
 ROLES = ("planner", "coder", "validate", "reviewer", "approval")
 PRD_START = "planner"  # where a run that starts from a PRD begins, whatever `start` says
 DEFAULT_START = "coder"
-TOP_KEYS = ("name", "version", "start", "edges", "spec")
+TOP_KEYS = ("name", "version", "start", "edges", "spec", "tests")
 EDGE_KEYS = ("id", "from", "to", "when", "max_iterations", "task")
+# What people copy from seed 000 as written: its spec agent is our planner, and its TypeScript
+# spells the limit `maxIterations`. Both are read as ours, so the seed's text needs no edits.
+ROLE_ALIASES = {"spec": "planner"}
+EDGE_KEY_ALIASES = {"maxIterations": "max_iterations", "max-iterations": "max_iterations"}
 TASK_MOVES = ("next",)
 # Functions whose answer depends on the clock or chance: a replayed run would decide differently.
 NONDETERMINISTIC = ("now", "millis", "random")
@@ -290,6 +294,7 @@ def _parse(text: str, path: str, digest: str, file: str | None) -> Workflow:
     name = _string(data, "name", problems, top_line, required=True)
     version = _string(data, "version", problems, top_line) or "1"
     start = _string(data, "start", problems, top_line) or DEFAULT_START
+    start = ROLE_ALIASES.get(start, start)
     if "start" in data and start not in ROLES:
         problems.add(_unknown_role(start), top_line("start"))
     spec = _string(data, "spec", problems, top_line)
@@ -308,6 +313,10 @@ def _parse(text: str, path: str, digest: str, file: str | None) -> Workflow:
             edges.append(edge)
     _check_ids(edges, problems)
     _check_graph(edges, start, problems)
+    if "tests" in data:
+        from .condition_tests import check_tests
+
+        check_tests(data["tests"], lines.tests, edges, problems, top_line("tests"))
     problems.raise_any()
     return Workflow(name=name or "", version=version, start=start, edges=tuple(edges), spec=spec,
                     path=file, hash=digest)
@@ -380,7 +389,9 @@ def _edge(table: Mapping[str, Any], lines: "_EdgeLines", path: str, problems: _P
     """The edge of one `[[edges]]` table, its problems added. None when it has no usable id, `from`
     or `to`; an edge with other problems is still returned, so that the checks of the whole graph
     see it and do not report its neighbours as unreachable because of a typo in its `when`."""
-    line_of = lambda key: lines.keys.get(key, lines.header)  # noqa: E731
+    table = {EDGE_KEY_ALIASES.get(key, key): value for key, value in table.items()}
+    key_lines = {EDGE_KEY_ALIASES.get(key, key): line for key, line in lines.keys.items()}
+    line_of = lambda key: key_lines.get(key, lines.header)  # noqa: E731
     for key in table:
         if key not in EDGE_KEYS:
             hint = difflib.get_close_matches(key, EDGE_KEYS, n=1)
@@ -395,7 +406,7 @@ def _edge(table: Mapping[str, Any], lines: "_EdgeLines", path: str, problems: _P
         elif not isinstance(value, str) or not value.strip():
             problems.add(f"`{key}` must be a non-empty string", line_of(key))
         else:
-            values[key] = value
+            values[key] = ROLE_ALIASES.get(value, value) if key in ("from", "to") else value
     for key in ("from", "to"):
         if key in values and values[key] not in ROLES:
             problems.add(_unknown_role(values[key]), line_of(key))
@@ -412,7 +423,7 @@ def _edge(table: Mapping[str, Any], lines: "_EdgeLines", path: str, problems: _P
         return None
     return Edge(id=values["id"], from_=values["from"], to=values["to"], when=values.get("when"),
                 max_iterations=limit, task=values.get("task"), line=lines.header, _path=path,
-                _key_lines=tuple(lines.keys.items()), _compiled=compiled, _constant=constant)
+                _key_lines=tuple(key_lines.items()), _compiled=compiled, _constant=constant)
 
 
 def _compile(expression: str):
@@ -615,6 +626,7 @@ class _EdgeLines:
 class _Lines:
     top: dict[str, int]  # top-level key (or table name) -> its line
     edges: list[_EdgeLines]
+    tests: list[_EdgeLines] = field(default_factory=list)  # `[[tests]]` tables, like edges
 
 
 _HEADER = re.compile(r"\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
@@ -649,6 +661,8 @@ def _scan_lines(text: str) -> _Lines:
                     lines.top.setdefault(name, number)
                 elif table == "edges" and lines.edges:
                     lines.edges[-1].keys.setdefault(name, number)
+                elif table == "tests" and lines.tests:
+                    lines.tests[-1].keys.setdefault(name, number)
         for quote in ('"""', "'''"):
             if line.count(quote) % 2 == 1:
                 open_string = quote
@@ -663,6 +677,10 @@ def _enter_table(lines: _Lines, brackets: str, name: str, number: int) -> str:
         lines.edges.append(_EdgeLines(number, {}))
         lines.top.setdefault("edges", number)
         return "edges"
+    if first == "tests" and brackets == "[[" and not rest:
+        lines.tests.append(_EdgeLines(number, {}))
+        lines.top.setdefault("tests", number)
+        return "tests"
     if first == "edges" and rest and lines.edges:  # [edges.x]: key x of the last edge
         lines.edges[-1].keys.setdefault(rest.partition(".")[0].strip().strip("\"'"), number)
         return "elsewhere"
