@@ -23,15 +23,12 @@ from dataclasses import dataclass, field
 
 from ..render import one_line
 from .drafts import ImportResult, ImportWarning, TaskDraft
+from .speckit_head import ID_FIRST, PLACEHOLDER, read_head, starts_with_id
+from .speckit_phrases import ID_ANYWHERE, Statement, flat, ids, inline, resolve, statements
 
 FORMAT = "spec-kit"
 TITLE_MAX = 120
 
-_ID = r"T-?\d+(?:\.\d+)*[a-z]?"
-_ID_ANYWHERE = re.compile(rf"(?<![\w-])({_ID})(?![\w])")
-_RANGE = re.compile(rf"(?<![\w-])({_ID})\s*(?:-|–|—|\.\.|\bto\b|\bthrough\b|\bthru\b)\s*({_ID})(?![\w])")
-_ID_FIRST = re.compile(rf"\s*(\*\*|__)?({_ID})(\*\*|__)?(?![\w])")
-_PLACEHOLDER = re.compile(r"\s*\**(T[0-9X#N?]*[X#N?][0-9X#N?]*)\b")
 _BREAK = re.compile(r"\r\n|\r|\n")
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})(.*)$")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
@@ -42,12 +39,6 @@ _PHASE = re.compile(r"^\W*(?:final\s+)?(?:phase|fase|wave|stage|etapa|milestone|
 _DEPENDENCY_HEADING = re.compile(r"depend|\border(?:ing)?\b|sequen|serial|parallel|critical path", re.I)
 _STORY = re.compile(r"\b(?:user\s+story|story|US)[\s-]?(\d+)\b", re.I)
 _PRIORITY = re.compile(r"\((?:priority:\s*)?P(\d)\)", re.I)
-_NEEDS = r"depends\s+on|depend\s+on|dependent\s+on|requires|require|needs|after|blocked\s+by|waits?\s+for|once"
-_BLOCKS = r"blocks|unblocks|before|precedes"
-_INLINE_KEYWORD = re.compile(rf"\b(?:{_NEEDS})\b", re.I)
-_SECTION_KEYWORD = re.compile(rf"\b(?:(?P<needs>{_NEEDS})|(?P<blocks>{_BLOCKS}))\b", re.I)
-_ARROW = re.compile(r"\s*(?:→|⟶|->|=>|⇒)\s*")
-_CLAUSE_END = re.compile(r";|\.(?=\s|$)|\bbut\b", re.I)
 _FIELD = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*|__)?([A-Za-z][A-Za-z ]{1,24}?)(?:\*\*|__)?\s*:(?:\*\*|__)?\s*(.*)$")
 _DEPENDENCY_FIELDS = {"dependencies", "dependency", "depends on", "blocked by", "requires", "prerequisites"}
 _CHECK_FIELDS = {"expected", "verify", "verification", "validation", "validate", "acceptance",
@@ -98,19 +89,10 @@ class _Task:
 
 
 @dataclass
-class _Statement:
-    """`dependents` wait on `prerequisites`, as a dependency section says on `line`."""
-
-    line: int
-    dependents: list[str]
-    prerequisites: list[str]
-
-
-@dataclass
 class _Scan:
     tasks: list[_Task] = field(default_factory=list)  # checkbox items and task headings
     paragraphs: list[_Task] = field(default_factory=list)  # id-first paragraphs (kind 2)
-    statements: list[_Statement] = field(default_factory=list)
+    statements: list[Statement] = field(default_factory=list)
     section_needs: list[tuple[int, str]] = field(default_factory=list)  # (line, raw text of the ids)
     placeholders: list[tuple[int, str]] = field(default_factory=list)
     idless_in_task_sections: list[int] = field(default_factory=list)
@@ -225,7 +207,7 @@ def _scan(lines: list[_Line]) -> _Scan:
         line = lines[i]
         in_dependencies = any(_DEPENDENCY_HEADING.search(h.text) for h in stack)
         if line.hidden == "fence" and in_dependencies:
-            scan.statements += _statements(line.text, line.number)
+            scan.statements += statements(line.text, line.number)
         if line.hidden:
             i += 1
             continue
@@ -243,12 +225,12 @@ def _scan(lines: list[_Line]) -> _Scan:
             continue
         item = _ITEM.match(line.text)
         box = _CHECKBOX.match(item.group(3)) if item else None
-        if box and (box.group(1) in " xX" or _ID_FIRST.match(box.group(2))):
+        if box and (box.group(1) in " xX" or ID_FIRST.match(box.group(2))):
             task, i = _item_task(lines, i, len(item.group(1)), box, tuple(stack))
             if task.raw_id is None and heading_task is not None:  # a step of a `### T001` task
                 heading_task.details.append(("[x] " if task.box in "xX" else "[ ] ") + " ".join(task.text))
-            elif task.raw_id is None and _PLACEHOLDER.match(box.group(2)):
-                scan.placeholders.append((task.line, _PLACEHOLDER.match(box.group(2)).group(1)))
+            elif task.raw_id is None and PLACEHOLDER.match(box.group(2)):
+                scan.placeholders.append((task.line, PLACEHOLDER.match(box.group(2)).group(1)))
             else:
                 scan.tasks.append(task)
             continue
@@ -256,7 +238,7 @@ def _scan(lines: list[_Line]) -> _Scan:
             _task_field(heading_task, line.text.strip())
             heading_task.details.append(line.text.strip())
         elif in_dependencies:
-            scan.statements += _statements(line.text, line.number)
+            scan.statements += statements(line.text, line.number)
         else:
             field_match = _FIELD.match(line.text)
             name = field_match.group(1).strip().lower() if field_match else ""
@@ -264,17 +246,12 @@ def _scan(lines: list[_Line]) -> _Scan:
                 scan.section_needs.append((line.number, field_match.group(2)))
             elif name == "status" and not (scan.tasks or scan.paragraphs):  # `Status: Implemented` atop
                 scan.file_status_done = bool(_DONE_WORDS.match(field_match.group(2)))
-            elif line.indent < 4 and _starts_with_id(item.group(3) if item else line.text):
+            elif line.indent < 4 and starts_with_id(item.group(3) if item else line.text):
                 task, i = _paragraph_task(lines, i, tuple(stack))
                 scan.paragraphs.append(task)
                 continue
         i += 1
     return scan
-
-
-def _starts_with_id(text: str) -> bool:
-    m = _ID_FIRST.match(text)
-    return bool(m) and not _RANGE.match(text)
 
 
 def _heading_task(title: str, level: int, number: int, stack: tuple[_Heading, ...]) -> _Task | None:
@@ -284,7 +261,7 @@ def _heading_task(title: str, level: int, number: int, stack: tuple[_Heading, ..
     if m:
         box, title = m.group(1), m.group(2)
     title = title.lstrip("✅✔☑ ")
-    if not _starts_with_id(title):
+    if not starts_with_id(title):
         return None
     task = _Task(None, number, [], box=box, headings=stack[:-1], heading_level=level, kind="heading")
     _read_head(task, title)
@@ -319,33 +296,11 @@ def _paragraph_task(lines: list[_Line], i: int, stack: tuple[_Heading, ...]) -> 
 
 
 def _read_head(task: _Task, text: str) -> None:
-    """The id and the markers after it: `[P]`, `[US1]`, `[P1]`, other `[tags]` and `(tags):`."""
-    m = _ID_FIRST.match(text)
-    if not m:
-        task.text = [text.strip()]
-        return
-    task.raw_id, rest = m.group(2), text[m.end():]
-    while True:
-        bracket = re.match(r"\s*\[([^\]\s][^\]]{0,30})\]", rest)
-        paren = re.match(r"\s*\(([^()]{1,30})\)\s*(?=:)", rest)
-        if bracket:
-            tag = bracket.group(1).strip()
-            story = re.fullmatch(r"US\s*-?\s*(\d+)", tag, re.I)
-            if tag.upper() == "P":
-                task.parallel = True
-            elif story:
-                task.story = f"US{story.group(1)}"
-            elif re.fullmatch(r"P\d", tag):
-                task.priority = int(tag[1])
-            else:
-                task.labels.append(tag)
-            rest = rest[bracket.end():]
-        elif paren:
-            task.labels.append(paren.group(1).strip())
-            rest = rest[paren.end():]
-        else:
-            break
-    task.text = [re.sub(r"^\s*(?:[:.)]|\s[-–—])\s*", "", rest).strip()]
+    """The task's id, markers and description from the head of its line (see speckit_head)."""
+    head = read_head(text)
+    task.raw_id, task.text = head.raw_id, [head.text]
+    task.parallel, task.story, task.priority = head.parallel, head.story, head.priority
+    task.labels += head.labels
 
 
 def _block(lines: list[_Line], i: int, indent: int) -> tuple[int, list[str], list[str]]:
@@ -374,7 +329,7 @@ def _block(lines: list[_Line], i: int, indent: int) -> tuple[int, list[str], lis
         item = _ITEM.match(line.text) if line.hidden is None else None
         if item and deeper:
             box = _CHECKBOX.match(item.group(3))
-            if box and _ID_FIRST.match(box.group(2)):  # a nested task with an id of its own
+            if box and ID_FIRST.match(box.group(2)):  # a nested task with an id of its own
                 break
         if in_paragraph and line.hidden is None and not item and (deeper or not _BLOCK_START.match(line.text)):
             more.append(line.text.strip())
@@ -421,99 +376,18 @@ def _choose_tasks(scan: _Scan, warn) -> list[_Task]:
 # ---------------------------------------------------------------------------- dependencies
 
 
-def _ids(text: str) -> list[tuple[str, str | None]]:
-    """Ids mentioned in `text` in order, ranges as (first, last) pairs, single ids as (id, None)."""
-    out: list[tuple[str, str | None]] = []
-    pos = 0
-    for m in _RANGE.finditer(text):
-        out += [(x, None) for x in _ID_ANYWHERE.findall(text[pos:m.start()])]
-        out.append((m.group(1), m.group(2)))
-        pos = m.end()
-    return out + [(x, None) for x in _ID_ANYWHERE.findall(text[pos:])]
-
-
-def _statements(text: str, line: int) -> list[_Statement]:
-    """Dependency statements in one line of a dependency section. A parenthesis that states a
-    dependency of its own is read apart; clauses end at `;`, a full stop or "but"."""
-    out: list[_Statement] = []
-    while True:
-        inner = next((m for m in re.finditer(r"\(([^()]*)\)", text)
-                      if _SECTION_KEYWORD.search(m.group(1)) or _ARROW.search(m.group(1))), None)
-        if inner is None:
-            break
-        own = _statements(inner.group(1), line)
-        out += own  # "(T012 depends on T011)" stands alone; "(after T003)" belongs to the clause around it
-        text = text[: inner.start()] + " " + ("" if own else inner.group(1)) + " " + text[inner.end():]
-    for clause in _CLAUSE_END.split(text):
-        out += _clause(clause, line)
-    return out
-
-
-def _clause(clause: str, line: int) -> list[_Statement]:
-    segments = [_ids(s) for s in _ARROW.split(clause)]
-    if len(segments) > 1:  # an arrow chain: each step waits on the one before it
-        return [_Statement(line, _flat(after), _flat(before))
-                for before, after in zip(segments, segments[1:]) if before and after]
-    keywords = list(_SECTION_KEYWORD.finditer(clause))
-    if not keywords:
-        return []
-    subject = _flat(_ids(clause[: keywords[0].start()]))
-    spans = [clause[k.end(): nxt.start() if nxt else len(clause)]
-             for k, nxt in zip(keywords, [*keywords[1:], None])]
-    if keywords[0].group("blocks"):  # "T014 blocks T019", "Tests (T004-T009) before implementation (T010-T018)"
-        dependents, prerequisites = _flat(_ids(spans[0])), subject
-    else:  # "T013 can run with T014 after T012", "T005 and T006 once T003 is done"
-        dependents = subject
-        prerequisites = [x for k, span in zip(keywords, spans) if k.group("needs") for x in _flat(_ids(span))]
-        if not subject and ":" in spans[0]:  # "After T010: T011, T012 in parallel"
-            before, after = spans[0].split(":", 1)
-            dependents, prerequisites = _flat(_ids(after)), _flat(_ids(before))
-    return [_Statement(line, dependents, prerequisites)] if dependents and prerequisites else []
-
-
-def _flat(ids: list[tuple[str, str | None]]) -> list[str]:
-    """Ranges stay as "first..last" until the known ids are there to fill them in."""
-    return [f"{a}..{b}" if b else a for a, b in ids]
-
-
-def _inline(text: str) -> list[str]:
-    """Ids a task's own text says it waits on: after "depends on", "after", "requires", "needs"...
-    up to the end of that parenthesis or clause."""
-    out: list[str] = []
-    for m in _INLINE_KEYWORD.finditer(text):
-        span = text[m.end():]
-        stop = re.search(rf"[);]|\.(?=\s|$)|\b(?:{_NEEDS}|{_BLOCKS})\b", span, re.I)
-        out += _flat(_ids(span[: stop.start()] if stop else span))
-    return out
-
-
-def _key(task_id: str) -> tuple:
-    m = re.fullmatch(r"T-?(\d+(?:\.\d+)*)([a-z]?)", task_id)
-    return (tuple(int(n) for n in m.group(1).split(".")), m.group(2)) if m else ((), task_id)
-
-
-def _resolve(raw: str, known: dict) -> list[str] | None:
-    """The known ids `raw` names (a range "T006..T012" names every known id between); None when it
-    names none."""
-    if ".." not in raw:
-        return [raw] if raw in known else None
-    first, last = (_key(x) for x in raw.split(".."))
-    inside = [t for t in known if first <= _key(t) <= last]
-    return inside or None
-
-
 def _explicit(tasks: list[_Task], scan: _Scan, warn) -> dict[str, list[tuple[str, int]]]:
     """What each task is stated to wait on, as (id, line where it is stated); unknown ids dropped."""
     known = {t.raw_id: t for t in tasks}
     out: dict[str, list[tuple[str, int]]] = {t.raw_id: [] for t in tasks}
 
     def add(task_id: str, raw: str, line: int) -> None:
-        ids = _resolve(raw, known)
-        if ids is None:
+        found = resolve(raw, known)
+        if found is None:
             shown = raw.replace("..", "-")
             warn(line, f"{task_id} depends on {shown}, which is not a task in this file; dependency dropped")
             return
-        for dep in ids:
+        for dep in found:
             if dep == task_id:
                 if ".." not in raw:
                     warn(line, f"{task_id} cannot depend on itself; dependency dropped")
@@ -521,18 +395,18 @@ def _explicit(tasks: list[_Task], scan: _Scan, warn) -> dict[str, list[tuple[str
                 out[task_id].append((dep, line))
 
     for task in tasks:
-        stated = _inline(" ".join(task.text))
+        stated = inline(" ".join(task.text))
         for detail in task.details:
             m = _FIELD.match(detail)
             if m and m.group(1).strip().lower() in _DEPENDENCY_FIELDS:
-                stated += _flat(_ids(m.group(2)))
+                stated += flat(ids(m.group(2)))
             else:
-                stated += _inline(detail)
+                stated += inline(detail)
         for raw in stated:
             add(task.raw_id, raw, task.line)
     for statement in scan.statements:
         for dependent in statement.dependents:
-            for task_id in _resolve(dependent, known) or []:
+            for task_id in resolve(dependent, known) or []:
                 for raw in statement.prerequisites:
                     add(task_id, raw, statement.line)
     return out
@@ -617,11 +491,11 @@ def _file_order(tasks: list[_Task], explicit: dict[str, list[tuple[str, int]]], 
 def _with_section_needs(open_ends: list[str], line: int, raw: str, graph: _Graph, warn) -> list[str]:
     """The open ends plus the ids of a phase's own `Dependencies:` line that no open end waits on."""
     out = list(open_ends)
-    for name in _flat(_ids(raw)):
-        ids = _resolve(name, graph.deps)
-        if not ids:
+    for name in flat(ids(raw)):
+        found = resolve(name, graph.deps)
+        if not found:
             warn(line, f"{name.replace('..', '-')} is not a task in this file; dependency dropped")
-        out += [i for i in ids or [] if not any(o == i or graph.reaches(o, i) for o in out)]
+        out += [i for i in found or [] if not any(o == i or graph.reaches(o, i) for o in out)]
     return out
 
 
@@ -728,7 +602,7 @@ def _files(text: str) -> list[str]:
 
 def _is_path(candidate: str) -> bool:
     """Path-shaped: no URL, no command line (`npm run x`), no task id."""
-    if "://" in candidate or not _PATH.match(candidate) or _ID_ANYWHERE.fullmatch(candidate):
+    if "://" in candidate or not _PATH.match(candidate) or ID_ANYWHERE.fullmatch(candidate):
         return False
     words = candidate.split(" ")  # `Audio Trimmer/App/` is a path, `npm run db:migrate` is not
     beside_spaces = [w.rsplit("/", 1)[-1] for w in words[:-1]] + [w.split("/", 1)[0] for w in words[1:]]
