@@ -34,7 +34,7 @@ EXPECTED = {
     "speck__004-public-website__tasks.md": (126, 96, 0),
     "speck__008-stacked-pr-support__tasks.md": (142, 142, 0),
     "tau__1613__tasks.md": (5, 5, 0),
-    "tau__3757__tasks.md": (11, 11, 0),
+    "tau__3757__tasks.md": (11, 11, 7),  # T13-T19 of its evidence section: said, not imported
 }
 
 
@@ -261,6 +261,9 @@ def test_tau_3757_wrapped_lines_and_phase_tags():
     assert drafts["T7"].requirements.endswith("latest action, and audit-log anchor.")
     assert [drafts[f"T{n}"].metadata["labels"] for n in (1, 2, 5)] == [["SPEC"], ["RED"], ["VERIFY"]]
     assert "phase" not in drafts["T1"].metadata
+    result = real("tau__3757__tasks.md")[0]
+    assert messages(result)[0] == ("specs/tau__3757__tasks.md:85: T13 looks like a task but is not a checkbox "
+                                   "item as this file's tasks are; not imported"), "`- T13: ...` in its evidence"
 
 
 def test_omnisrouter_forward_dependency_keeps_the_queue_acyclic():
@@ -291,14 +294,16 @@ def test_duplicate_ids_and_unknown_dependencies_are_located_and_the_rest_importe
             "- [ ] T001 Create the project again\n"
             "- [ ] T003 Write docs\n")
     result = parse(text, "tasks.md")
-    assert [d.task_id for d in result.drafts] == ["T001", "T002", "T003"]
+    assert [d.task_id for d in result.drafts] == ["T001", "T002", "T001-2", "T003"], "no task is dropped"
     assert messages(result) == [
         "tasks.md:6: T002 depends on T099, which is not a task in this file; dependency dropped",
-        "tasks.md:7: T001 is listed twice (first on line 5); this one is not imported",
+        "tasks.md:7: T001 is listed twice (first on line 5); imported as T001-2",
     ]
     drafts = by_id(result)
     assert drafts["T002"].dependencies == ["T001"] and drafts["T002"].status == "complete"
-    assert drafts["T003"].dependencies == ["T002"] and drafts["T003"].line == 8
+    assert drafts["T001-2"].title == "Create the project again" and drafts["T001-2"].dependencies == ["T002"]
+    assert drafts["T001-2"].metadata["source"] == {"path": "tasks.md", "line": 7, "id": "T001"}, "write-back finds it"
+    assert drafts["T003"].dependencies == ["T001-2"] and drafts["T003"].line == 8
 
 
 def test_commented_sample_tasks_code_fences_and_front_matter_are_not_tasks():

@@ -6,14 +6,18 @@ What is a task, in order of preference (the first kind the file has wins):
    `1. [x] T023a ...`, `### T005.1 ...`;
 2. else a paragraph or list item that starts with an id: `T1 (tests-first): ...`;
 3. else every checkbox item, with ids `T1`, `T2`, ... in the order they appear (said in a warning).
-Nothing in front matter, HTML comments or code fences is a task; an id-less checkbox in a file that
-has ids (a validation checklist) is not a task either.
+The id and its markers may be written in many ways (`T002: [P]`, `**T002**`, `t002`...: see
+speckit_head). Nothing in front matter, HTML comments or code fences is a task; an id-less checkbox
+in a file that has ids (a validation checklist) is not a task either, but one in a section of tasks
+is said in a warning, as is a `- T013: ...` item in a file whose tasks are checkboxes. A second
+task with a taken id is imported as `T001-2`.
 
 Dependencies are the source's where it states them: inline (`(depends on T006)`, `after T003`,
 `needs T020`), a task's own `Dependencies:` line, and statements in dependency sections
-(`T014 blocks T019`, `T001 → T002 → (T003, T004)`, `After T010: T011, T012`, ranges `T006-T012`).
-A task that states none waits on file order (see `_file_order`). Unknown ids, duplicates,
-placeholders (`TXXX`) and dependencies that would close a cycle are dropped with `path:line` warnings.
+(`T014 blocks T019`, `T001 → T002 → (T003, T004)`, `After T010: T011, T012`, ranges `T006-T012`);
+never what a task quotes (`change "- [ ] T027:" to ...`) nor its own id. A task that states none
+waits on file order (see `_file_order`). Unknown ids, placeholders (`TXXX`) and dependencies that
+would close a cycle are dropped with `path:line` warnings, each said once.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from dataclasses import dataclass, field
 
 from ..render import one_line
 from .drafts import ImportResult, ImportWarning, TaskDraft
-from .speckit_head import ID_FIRST, PLACEHOLDER, read_head, starts_with_id
-from .speckit_phrases import ID_ANYWHERE, Statement, flat, ids, inline, resolve, statements
+from .speckit_head import PLACEHOLDER, read_head, starts_with_id
+from .speckit_phrases import ID_ANYWHERE, Statement, flat, ids, inline, normal, resolve, statements
 
 FORMAT = "spec-kit"
 TITLE_MAX = 120
@@ -37,6 +41,8 @@ _CHECKBOX = re.compile(r"^\[(.)\](?:\s+|$)(.*)$")
 _BLOCK_START = re.compile(r"^\s*(?:[-*+]\s|\d+[.)]\s|#{1,6}\s|>|\||`{3}|~{3}|(?:[-*_]\s*){3,}$)")
 _PHASE = re.compile(r"^\W*(?:final\s+)?(?:phase|fase|wave|stage|etapa|milestone|sprint)\b", re.I)
 _DEPENDENCY_HEADING = re.compile(r"depend|\border(?:ing)?\b|sequen|serial|parallel|critical path", re.I)
+_QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|`[^`\n]+`')
+_QUOTED_BOX = re.compile(r"\[[ xX]\]")
 _STORY = re.compile(r"\b(?:user\s+story|story|US)[\s-]?(\d+)\b", re.I)
 _PRIORITY = re.compile(r"\((?:priority:\s*)?P(\d)\)", re.I)
 _FIELD = re.compile(r"^\s*(?:[-*+]\s+)?(?:\*\*|__)?([A-Za-z][A-Za-z ]{1,24}?)(?:\*\*|__)?\s*:(?:\*\*|__)?\s*(.*)$")
@@ -73,7 +79,7 @@ class _Heading:
 
 @dataclass
 class _Task:
-    raw_id: str | None  # None for an id-less checkbox item
+    raw_id: str | None  # None for an id-less checkbox item; `T005` for `t005`, `T001-2` for a second T001
     line: int
     text: list[str]  # the task's own paragraph, markers and id removed
     details: list[str] = field(default_factory=list)  # what is nested under it, dedented
@@ -86,6 +92,7 @@ class _Task:
     heading_level: int = 0  # a `### T001` task: its heading's level
     done: bool | None = None  # from a `Status:` line, where there is one
     kind: str = "item"  # "item" (checkbox), "heading", "paragraph"
+    written: str | None = None  # the id as the file writes it, where that is not raw_id
 
 
 @dataclass
@@ -115,22 +122,30 @@ def parse(text: str, path: str) -> ImportResult:
         warn(line, "this checkbox looks like a task but has no task id (such as T001); not imported")
     dependencies = _file_order(tasks, _explicit(tasks, scan, warn), scan, warn)
     drafts = [_draft(task, dependencies[task.raw_id], path, scan.file_status_done) for task in tasks]
-    return ImportResult(FORMAT, drafts, sorted(warnings, key=lambda w: w.line or 0))
+    unique = dict.fromkeys(sorted(warnings, key=lambda w: w.line or 0))  # each said once
+    return ImportResult(FORMAT, drafts, list(unique))
 
 
 def _unique(tasks: list[_Task], warn) -> list[_Task]:
-    """The tasks that can be imported: the first of a repeated id, only tasks with a text."""
+    """Every task under an id of its own: a second task with a taken id (`T001` again, or `t001`
+    beside `T001`) is `T001-2`, said in a warning; no task is dropped. A task without a description
+    is titled by its id."""
     known: dict[str, _Task] = {}
     for task in tasks:
+        written = task.written or task.raw_id
         if task.raw_id in known:
-            warn(task.line, f"{task.raw_id} is listed twice (first on line {known[task.raw_id].line}); "
-                            "this one is not imported")
-        elif not " ".join(task.text).strip():
-            warn(task.line, f"{task.raw_id} has no description; not imported")
-        else:
-            known[task.raw_id] = task
-            if task.box not in (None, " ", "x", "X"):
-                warn(task.line, f"{task.raw_id}: unknown checkbox [{task.box}]; imported as not done")
+            first = known[task.raw_id]
+            task.raw_id = next(f"{task.raw_id}-{n}" for n in range(2, len(tasks) + 2)
+                               if f"{task.raw_id}-{n}" not in known)
+            warn(task.line, f"{written} is listed twice (first on line {first.line}); imported as {task.raw_id}")
+        if not " ".join(task.text).strip():
+            warn(task.line, f"{written} has no description; imported with its id as its title")
+            task.text = [written]
+        known[task.raw_id] = task
+        if task.box not in (None, " ", "x", "X"):
+            warn(task.line, f"{task.raw_id}: unknown checkbox [{task.box}]; imported as not done")
+        if written != task.raw_id:
+            task.written = written
     return list(known.values())
 
 
@@ -225,7 +240,7 @@ def _scan(lines: list[_Line]) -> _Scan:
             continue
         item = _ITEM.match(line.text)
         box = _CHECKBOX.match(item.group(3)) if item else None
-        if box and (box.group(1) in " xX" or ID_FIRST.match(box.group(2))):
+        if box and (box.group(1) in " xX" or starts_with_id(box.group(2))):
             task, i = _item_task(lines, i, len(item.group(1)), box, tuple(stack))
             if task.raw_id is None and heading_task is not None:  # a step of a `### T001` task
                 heading_task.details.append(("[x] " if task.box in "xX" else "[ ] ") + " ".join(task.text))
@@ -299,6 +314,7 @@ def _read_head(task: _Task, text: str) -> None:
     """The task's id, markers and description from the head of its line (see speckit_head)."""
     head = read_head(text)
     task.raw_id, task.text = head.raw_id, [head.text]
+    task.written = head.written if head.written != head.raw_id else None
     task.parallel, task.story, task.priority = head.parallel, head.story, head.priority
     task.labels += head.labels
 
@@ -329,7 +345,7 @@ def _block(lines: list[_Line], i: int, indent: int) -> tuple[int, list[str], lis
         item = _ITEM.match(line.text) if line.hidden is None else None
         if item and deeper:
             box = _CHECKBOX.match(item.group(3))
-            if box and ID_FIRST.match(box.group(2)):  # a nested task with an id of its own
+            if box and starts_with_id(box.group(2)):  # a nested task with an id of its own
                 break
         if in_paragraph and line.hidden is None and not item and (deeper or not _BLOCK_START.match(line.text)):
             more.append(line.text.strip())
@@ -359,6 +375,11 @@ def _choose_tasks(scan: _Scan, warn) -> list[_Task]:
         sections = {t.headings[-1].line if t.headings else 0 for t in with_ids}
         scan.idless_in_task_sections = [t.line for t in scan.tasks if not t.raw_id and
                                         (t.headings[-1].line if t.headings else 0) in sections]
+        known = {t.raw_id for t in with_ids}
+        for para in scan.paragraphs:  # `- T13: ...` where the tasks are `- [x] T11 ...`: said, not guessed
+            if para.raw_id not in known:
+                warn(para.line, f"{para.written or para.raw_id} looks like a task but is not a checkbox item "
+                                "as this file's tasks are; not imported")
         return with_ids
     if scan.paragraphs:
         return scan.paragraphs
@@ -377,15 +398,19 @@ def _choose_tasks(scan: _Scan, warn) -> list[_Task]:
 
 
 def _explicit(tasks: list[_Task], scan: _Scan, warn) -> dict[str, list[tuple[str, int]]]:
-    """What each task is stated to wait on, as (id, line where it is stated); unknown ids dropped."""
+    """What each task is stated to wait on, as (id, line where it is stated); unknown ids dropped.
+    In a task's own text, a quoted line (`change "- [ ] T027:" to "- [X] T027:"`) states nothing
+    and a mention of the task's own id is no dependency; an id in lower case that names no task
+    (`t2.micro`) is not taken for one."""
     known = {t.raw_id: t for t in tasks}
     out: dict[str, list[tuple[str, int]]] = {t.raw_id: [] for t in tasks}
 
     def add(task_id: str, raw: str, line: int) -> None:
         found = resolve(raw, known)
         if found is None:
-            shown = raw.replace("..", "-")
-            warn(line, f"{task_id} depends on {shown}, which is not a task in this file; dependency dropped")
+            if raw[:1] != "t":
+                shown = raw.replace("..", "-")
+                warn(line, f"{task_id} depends on {shown}, which is not a task in this file; dependency dropped")
             return
         for dep in found:
             if dep == task_id:
@@ -395,13 +420,14 @@ def _explicit(tasks: list[_Task], scan: _Scan, warn) -> dict[str, list[tuple[str
                 out[task_id].append((dep, line))
 
     for task in tasks:
-        stated = inline(" ".join(task.text))
-        for detail in task.details:
+        own = {task.raw_id, normal(task.written or task.raw_id)}
+        stated = [raw for raw in inline(_unquoted(" ".join(task.text))) if normal(raw) not in own]
+        for detail in map(_unquoted, task.details):
             m = _FIELD.match(detail)
             if m and m.group(1).strip().lower() in _DEPENDENCY_FIELDS:
-                stated += flat(ids(m.group(2)))
+                stated += flat(ids(m.group(2)))  # `Dependencies: T002` under T002 is said, in a warning
             else:
-                stated += inline(detail)
+                stated += [raw for raw in inline(detail) if normal(raw) not in own]
         for raw in stated:
             add(task.raw_id, raw, task.line)
     for statement in scan.statements:
@@ -410,6 +436,12 @@ def _explicit(tasks: list[_Task], scan: _Scan, warn) -> dict[str, list[tuple[str
                 for raw in statement.prerequisites:
                     add(task_id, raw, statement.line)
     return out
+
+
+def _unquoted(text: str) -> str:
+    """`text` without what it quotes: "...", “...”, and code spans that hold a checkbox."""
+    return _QUOTED.sub(lambda m: " " if m.group(0)[0] != "`" or _QUOTED_BOX.search(m.group(0)) else m.group(0),
+                       text)
 
 
 class _Graph:
@@ -493,7 +525,7 @@ def _with_section_needs(open_ends: list[str], line: int, raw: str, graph: _Graph
     out = list(open_ends)
     for name in flat(ids(raw)):
         found = resolve(name, graph.deps)
-        if not found:
+        if not found and name[:1] != "t":
             warn(line, f"{name.replace('..', '-')} is not a task in this file; dependency dropped")
         out += [i for i in found or [] if not any(o == i or graph.reaches(o, i) for o in out)]
     return out
@@ -528,6 +560,8 @@ def _metadata(task: _Task, path: str, description: str) -> dict:
     """`source`, and where the file says so `phase`, `user_story`, `files`, `priority`, `labels`;
     `parallel` always (true for a `[P]` task)."""
     metadata: dict = {"source": {"path": path, "line": task.line}}
+    if task.written:  # `t005` imported as T005, a second T001 as T001-2: write-back finds the line by it
+        metadata["source"]["id"] = task.written
     phase = _phase(task.headings)
     story = task.story or next((f"US{m.group(1)}" for h in reversed(task.headings)
                                 for m in [_STORY.search(h.text)] if m), None)

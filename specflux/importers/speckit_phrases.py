@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ID = r"T-?\d+(?:\.\d+)*[a-z]?"
+ID = r"[Tt]-?\d+(?:\.\d+)*[a-z]?"  # `t005` too: see `normal`
 ID_ANYWHERE = re.compile(rf"(?<![\w-])({ID})(?![\w])")
 RANGE = re.compile(rf"(?<![\w-])({ID})\s*(?:-|–|—|\.\.|\bto\b|\bthrough\b|\bthru\b)\s*({ID})(?![\w])")
 _NEEDS = r"depends\s+on|depend\s+on|dependent\s+on|requires|require|needs|after|blocked\s+by|waits?\s+for|once"
@@ -97,16 +97,24 @@ def inline(text: str) -> list[str]:
     return out
 
 
+def normal(written: str) -> str:
+    """An id as specflux keeps it: `t005` is `T005` (the rest as written)."""
+    return "T" + written[1:] if written[:1] == "t" else written
+
+
 def key(task_id: str) -> tuple:
-    m = re.fullmatch(r"T-?(\d+(?:\.\d+)*)([a-z]?)", task_id)
-    return (tuple(int(n) for n in m.group(1).split(".")), m.group(2)) if m else ((), task_id)
+    """Order of ids: `T5` < `T005.1` < `T023a` < `T023b`; `T001-2` (a second T001) after `T001`."""
+    m = re.fullmatch(r"[Tt]-?(\d+(?:\.\d+)*)([a-z]?)(?:-(\d+))?", task_id)
+    if not m:
+        return ((), task_id, 0)
+    return (tuple(int(n) for n in m.group(1).split(".")), m.group(2), int(m.group(3) or 0))
 
 
 def resolve(raw: str, known: dict) -> list[str] | None:
     """The known ids `raw` names (a range "T006..T012" names every known id between); None when it
     names none."""
     if ".." not in raw:
-        return [raw] if raw in known else None
+        return [normal(raw)] if normal(raw) in known else None
     first, last = (key(x) for x in raw.split(".."))
     inside = [t for t in known if first <= key(t) <= last]
     return inside or None
