@@ -132,9 +132,15 @@ class Progress:
         print(f"\x1b[2m[{head}]\x1b[0m {safe(line)}", file=self.stream, flush=True)
 
 
+def _why(state) -> str | None:
+    """Why a run is paused or failed, with the numbers where a limit ended it."""
+    why = state.get("pausedFor") or state.get("failureReason")
+    return f"{why}: {state['failureDetail']}" if why and state.get("failureDetail") else why
+
+
 def _finish(run, state) -> int:
     status = state["status"]
-    why = state.get("pausedFor") or state.get("failureReason")
+    why = _why(state)
     print(f"run {run.id}: {status}" + (f" ({why})" if why else ""))
     m = state["metrics"]
     print(f"  tasks: {m['tasksCompleted']} complete, {m['tasksFailed']} failed of {len(state['tasks'])}; "
@@ -230,7 +236,7 @@ def flow_status(args, manager_for) -> int:
 
     lanes = state.get("parallel") or 1
     task = state["tasks"][state["currentTaskIndex"]] if state["tasks"] and lanes == 1 else None
-    why = state.get("pausedFor") or state.get("failureReason")
+    why = _why(state)
     lines = [f"run {safe(run.id)}: {word(state['status'])}" + (f" ({safe(why)})" if why else ""),
              safe(f"  workflow {state['workflow']} (version {state.get('workflowVersion')}), step {state['iteration']}"
                   + (f" of at most {state['maxIterations']}" if state.get("maxIterations") else ""))]

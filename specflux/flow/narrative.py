@@ -15,6 +15,8 @@ def line(event: dict[str, Any]) -> str | None:
         return f"{at} run {event['runId']} created: workflow {event['workflow']['name']}, tasks {tasks or '(none yet)'}"
     if kind == "status":
         why = event.get("pausedFor") or event.get("failureReason")
+        if why and event.get("failureDetail"):
+            why = f"{why}: {event['failureDetail']}"
         return f"{at} run {event['status']}" + (f" ({why})" if why else "")
     if kind == "control":
         note = f": {event['note']}" if event.get("note") else ""
