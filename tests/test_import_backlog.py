@@ -136,10 +136,11 @@ def test_hand_edited_ariadne_file_imports_without_raising():
 
 def test_fixture_folder_ids_statuses_ticks_and_dependencies():
     result = parse_folder(fixture_folder())
-    assert [d.task_id for d in result.drafts] == ["task-7", "task-196", "task-196.1", "task-196.2", "task-3"]
+    assert [d.task_id for d in result.drafts] == ["task-7", "task-7-2", "task-196", "task-196.1", "task-196.2",
+                                                  "task-3"], "a second file with a taken id is imported too"
     drafts = by_id(result)
     assert {i: d.status for i, d in drafts.items()} == {
-        "task-7": "pending", "task-196": "in_progress", "task-196.1": "pending", "task-196.2": "pending",
+        "task-7": "pending", "task-7-2": "pending", "task-196": "in_progress", "task-196.1": "pending", "task-196.2": "pending",
         "task-3": "complete",
     }
     parent = drafts["task-196"]
@@ -175,7 +176,7 @@ def test_fixture_folder_warnings_are_located():
     result = parse_folder(fixture_folder(), base="backlog")
     assert messages(result) == [
         "backlog/tasks/task-7 - Written-again.md:2: id TASK-7 is also the id of backlog/tasks/task-7 - Hand-written-task.md; "
-        "kept backlog/tasks/task-7 - Hand-written-task.md, skipped this file",
+        "this file is imported as task-7-2",
         "backlog/tasks/task-196.2 - Write-export-docs.md:4: custom status 'QA' imported as pending",
         "backlog/tasks/task-196.1 - Quote-fields-with-commas.md:8: dependency 'task-999' is not an imported task; left out",
     ]

@@ -113,12 +113,13 @@ def test_same_text_same_drafts():
         assert again.drafts == first.drafts and again.warnings == first.warnings
 
 
-def test_duplicate_ids_keep_the_first():
+def test_a_second_task_with_a_taken_id_is_imported_under_a_new_id():
     text = '{"tasks": [\n {"id": 1, "title": "A"},\n {"id": "1", "title": "B"},\n {"id": 2, "title": "C", "dependencies": [1]}\n]}'
     result = parse(text, "tasks.json")
-    assert [(d.task_id, d.title) for d in result.drafts] == [("1", "A"), ("2", "C")]
-    assert by_id(result)["2"].dependencies == ["1"]
-    assert messages(result) == ["tasks.json:3: task 1 appears twice; kept the first"]
+    assert [(d.task_id, d.title) for d in result.drafts] == [("1", "A"), ("1-2", "B"), ("2", "C")]
+    assert by_id(result)["2"].dependencies == ["1"], "the first keeps the id"
+    assert by_id(result)["1-2"].metadata["source"] == {"path": "tasks.json", "id": "1"}
+    assert messages(result) == ["tasks.json:3: task 1 appears twice (first on line 2); imported this one as 1-2"]
 
 
 def test_string_ids_and_string_subtask_dependencies():

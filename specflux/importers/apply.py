@@ -91,7 +91,7 @@ def _join(folder: str, name: str) -> str:
 
 def apply(manager: "TaskStateManager", result: ImportResult, dry_run: bool = False) -> Imported:
     """Create a task file per draft that does not exist yet (dependencies first)."""
-    out = Imported(result.format, warnings=list(result.warnings), drafts=result.drafts)
+    out = Imported(result.format, warnings=list(dict.fromkeys(result.warnings)), drafts=result.drafts)  # each once
     for draft in result.drafts:  # write-back needs to know what the source is
         source = draft.metadata.get("source")
         if isinstance(source, dict):

@@ -79,24 +79,34 @@ def parse_file(text: str, path: str) -> ImportResult:
 
 def _parse(files: list[tuple[str, str, bool]]) -> ImportResult:
     result = ImportResult(FORMAT)
-    tasks: list[_Task] = []
-    seen: dict[str, _Task] = {}
-    for path, text, completed in files:
-        task = _read(text, path, completed, result.warnings)
-        if task is None:
-            continue
-        key = task.draft.task_id.casefold()
-        if key in seen:
-            first = seen[key]
-            result.warnings.append(ImportWarning(
-                path, task.id_line,
-                f"id {task.draft.task_id} is also the id of {first.path}; kept {first.path}, skipped this file"))
-            continue
-        seen[key] = task
-        tasks.append(task)
+    tasks = [task for path, text, completed in files
+             if (task := _read(text, path, completed, result.warnings)) is not None]
+    _unique(tasks, result.warnings)
+    order = {path: n for n, (path, _, _) in enumerate(files)}
+    result.warnings.sort(key=lambda w: order[w.path])  # file by file, as they were read
     _resolve(tasks, result.warnings)
     result.drafts = [task.draft for task in tasks]
     return result
+
+
+def _unique(tasks: list[_Task], warnings: list[ImportWarning]) -> None:
+    """A second file with a taken id (it happens after merges: `task-56 - A.md` and `task-56 -
+    B.md`) is imported as `task-56-2`, never dropped; ids match case-insensitively, as Backlog's
+    do. The files are in a fixed order, so importing again gives the same ids."""
+    taken = {task.draft.task_id.casefold() for task in tasks}
+    first: dict[str, _Task] = {}
+    for task in tasks:
+        written = task.draft.task_id
+        if written.casefold() not in first:
+            first[written.casefold()] = task
+            continue
+        kept = first[written.casefold()]
+        base = kept.draft.task_id  # `TASK-7` beside `task-7` is `task-7-2`
+        new = next(f"{base}-{n}" for n in range(2, len(tasks) + 2) if f"{base}-{n}".casefold() not in taken)
+        taken.add(new.casefold())
+        task.draft.task_id = new
+        warnings.append(ImportWarning(
+            task.path, task.id_line, f"id {written} is also the id of {kept.path}; this file is imported as {new}"))
 
 
 # --- one file ---------------------------------------------------------------------------------------

@@ -127,6 +127,7 @@ class _Entry:
     line: int | None
     parent: _Entry | None = None
     children: dict[str, str] = field(default_factory=dict)  # a task's subtasks: sub id ("1") -> local id ("3.1")
+    written: str = ""  # Taskmaster's id as the file has it ("3.1" for a second 3.1 imported as "3.1-2")
 
 
 def parse(text: str, path: str) -> ImportResult:
@@ -166,29 +167,44 @@ def _tags(doc: LocatedJSON, path: str, warnings: list[ImportWarning]) -> list[tu
 
 def _entries(doc: LocatedJSON, tag: str, tasks: list[Any], path: str, warnings: list[ImportWarning],
              taken: set[str]) -> dict[str, _Entry]:
-    """Every task and subtask of one tag by its local id, in file order; the first of two with one id wins."""
+    """Every task and subtask of one tag by its local id, in file order. A second one with a taken
+    id is imported as `3-2` (`3.1-2` for a subtask), never dropped; the first keeps the id, so
+    dependencies name it. What cannot be a task is skipped with a located warning."""
     entries: dict[str, _Entry] = {}
     prefix = "" if tag == MASTER else f"{tag}."
+    tag_line = doc.line_of(next((c for c in _children(doc.data) if c.get("tasks") is tasks), None)) or 1
 
     def add(obj: Any, parent: _Entry | None) -> _Entry | None:
-        line = doc.line_of(obj)
+        line = doc.line_of(obj) or (parent.line if parent else tag_line)
+        kind = "subtask" if parent else "task"
+        subtasks = obj.get("subtasks") if isinstance(obj, dict) else None
+        also = f" with its {len(subtasks)} subtask(s)" if isinstance(subtasks, list) and subtasks else ""
         if not isinstance(obj, dict):
-            kind = "subtask" if parent else "task"
             warnings.append(ImportWarning(path, line, f"a {kind} that is not an object; skipped"))
             return None
-        own = _local_id(obj.get("id"))
-        if own is None:
-            warnings.append(ImportWarning(path, line, f"id {obj.get('id')!r} is not a task id; skipped"))
+        written = _local_id(obj.get("id"))
+        if written is None:
+            warnings.append(ImportWarning(path, line, f"{kind} id {obj.get('id')!r} is not a task id; skipped{also}"))
             return None
-        if parent is not None and not own.startswith(f"{parent.local}."):
-            own = f"{parent.local}.{own}"
-        entry = _Entry(own, prefix + own, obj, line, parent)
-        if own in entries or entry.task_id in taken:
-            warnings.append(ImportWarning(path, line, f"task {entry.task_id} appears twice; kept the first"))
-            return None
-        entries[own] = entry
-        taken.add(entry.task_id)
+        own = written
         if parent is not None:
+            own = (parent.local + own[len(parent.written):] if own.startswith(f"{parent.written}.")
+                   else f"{parent.local}.{own}")
+            written = parent.written + own[len(parent.local):]
+        local = own
+        for n in range(2, len(entries) + 3):
+            if local not in entries and prefix + local not in taken:
+                break
+            local = f"{own}-{n}"
+        entry = _Entry(local, prefix + local, obj, line, parent, written=written)
+        if local != own:
+            first = entries.get(own)
+            where = f" (first on line {first.line})" if first is not None and first.line else ""
+            warnings.append(ImportWarning(path, line, f"{kind} {prefix + own} appears twice{where}; "
+                                                      f"imported this one as {entry.task_id}"))
+        entries[local] = entry
+        taken.add(entry.task_id)
+        if parent is not None and local == own:
             parent.children[own[len(parent.local) + 1:]] = own
         return entry
 
@@ -210,7 +226,7 @@ def _draft(entry: _Entry, tag: str, entries: dict[str, _Entry], path: str, warni
     title = _text(obj.get("title")) or _text(obj.get("description")) or entry.task_id
     status = _status(obj.get("status"), entry, path, warnings)
     criteria = _criteria(obj) or [title]
-    metadata: dict[str, Any] = {"source": {"path": path, "id": entry.local}, "tag": tag}
+    metadata: dict[str, Any] = {"source": {"path": path, "id": entry.written or entry.local}, "tag": tag}
     priority = _priority(obj.get("priority"), entry, path, warnings)
     if priority is not None:
         metadata["priority"] = priority
