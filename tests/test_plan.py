@@ -51,6 +51,9 @@ def test_plan_creates_linked_tasks_after_a_refused_hand_in(tmp_path, api, capsys
     refused = server.requests[2]["messages"][-1]["content"][0]
     assert refused["is_error"] and "tokens" in str(refused["content"]), "the refusal names the unknown key"
     assert [t["name"] for t in server.requests[0]["tools"]] == ["read_file", "list_files", "search", "submit_tasks"]
+    context = first_message(server)
+    assert "The requirements document `docs/prd.md`, in full:\n\n<requirements>\n# Login\n\nUsers log in" in context
+    assert "Sessions expire after 15 minutes.\n</requirements>" in context, "the PRD is embedded, not only linked"
     assert "3 task(s) (priority 1: 1, priority 2: 2); estimated size: days" in out
     listed = json.loads(run(capsys, root, "list", "--json")[1])
     assert sorted((r["id"], r["title"], r["dependencies"]) for r in listed) == [
@@ -62,6 +65,34 @@ def test_plan_creates_linked_tasks_after_a_refused_hand_in(tmp_path, api, capsys
     assert "[docs/prd.md](../../docs/prd.md)" in shown["requirements"], "the PRD is linked"
     assert "Sessions expire" not in (root / ".specflux" / "task-states" / "task-login-state.md").read_text(), "not copied"
     assert run(capsys, root, "lint")[0] == 0
+
+
+def first_message(server) -> str:
+    content = server.requests[0]["messages"][0]["content"]
+    return content if isinstance(content, str) else "".join(block.get("text", "") for block in content)
+
+
+def test_a_prd_past_the_context_cap_is_embedded_up_to_it_and_the_rest_linked_saying_so(tmp_path, api, capsys,
+                                                                                        monkeypatch):
+    import specflux.flow.plan as plan_module
+
+    root = workspace(tmp_path, capsys)
+    sections = [f"## Requirement {n}\n\n" + f"Requirement {n} is described here in a long sentence. " * 6 + "\n"
+                for n in range(1, 41)]
+    (root / "docs" / "prd.md").write_text("# Big product\n\n" + "\n".join(sections))
+    monkeypatch.setattr(plan_module, "PRD_CAP_KB", 8)
+    server = api(Reply(calls=[call("submit_tasks", tasks=GOOD)]))
+    code, out, err = run(capsys, root, "plan", str(root / "docs" / "prd.md"), "--dry-run")
+    assert code == 0, out + err
+    context = first_message(server)
+    embedded = context.split("<requirements>\n", 1)[1].split("\n</requirements>", 1)[0]
+    assert 7 * 1024 < len(embedded.encode()) <= 8 * 1024, "up to the cap, in whole lines"
+    assert embedded.startswith("# Big product") and "## Requirement 40" not in embedded
+    total = len((root / "docs" / "prd.md").read_text().splitlines())
+    kept = embedded.count("\n") + 1
+    assert (f"The requirements document `docs/prd.md` is longer than the context cap (8 KB): its lines 1-{kept} "
+            f"of {total} are below; lines {kept + 1}-{total} are not.") in context, "it says so"
+    assert "- line " in context and ": ## Requirement 40" in context, "the headings of the rest are listed"
 
 
 def test_plan_dry_run_writes_nothing(tmp_path, api, capsys):

@@ -2,9 +2,12 @@
 
 The planner is a session with read access to the repository and one tool, `submit_tasks`; a
 hand-in with repeated keys, unknown or circular dependencies or a task without criteria is
-refused back to it with the reason (agent/handin.py), so it corrects itself. The PRD is linked
-from each task's Context, never copied into it (seed 002: embed what every session needs, link
-the rest).
+refused back to it with the reason (agent/handin.py), so it corrects itself.
+
+Seed 002: embed what every session needs, link the rest. Every planner session needs the PRD, so
+it is embedded in the planner's context up to the context cap (PRD_CAP_KB); a longer PRD is
+embedded up to the cap, in whole lines, and the rest linked with its headings, saying so. A coding
+session needs the PRD only sometimes: each task's Context links it, never copies it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import AgentError, UsageError
+from ..files import read_text
 from ..workspace import ID_PATTERN
 
 if TYPE_CHECKING:
@@ -41,6 +45,7 @@ HANDIN_COMMAND = """Hand in the whole list by running `specflux submit-tasks --j
 refused, fix what it names and run it again. Do not write code and do not commit."""
 
 HOURS = {"simple": 2, "medium": 4, "complex": 8}
+PRD_CAP_KB = 75  # the PRD embedded in the planner's context: as much as a task file may hold (seed 002)
 
 
 @dataclass
@@ -95,7 +100,7 @@ def plan(manager: "TaskStateManager", prd: Path, backend, *, dry_run: bool = Fal
     context = "\n".join([
         f"# Plan the tasks of `{rel}`",
         "",
-        f"The requirements document is `{rel}` (read it with read_file).",
+        *prd_context(read_text(prd, rel), rel, PRD_CAP_KB * 1024),
         "",
         "Tasks that exist already (do not plan them again; you may depend on them by their number):",
         *(existing or ["(none)"]),
@@ -133,6 +138,27 @@ def plan(manager: "TaskStateManager", prd: Path, backend, *, dry_run: bool = Fal
             )
             result.created.append(draft.task_id)
     return result
+
+
+def prd_context(text: str, rel: str, cap: int) -> list[str]:
+    """The PRD as the planner's context has it: whole up to `cap` bytes (UTF-8); past it, the whole
+    lines that fit, then where the rest is and its headings, so the planner knows what it has not
+    seen and where to look."""
+    lines = text.splitlines()
+    if len(text.encode("utf-8")) <= cap:
+        return [f"The requirements document `{rel}`, in full:", "", "<requirements>", *lines, "</requirements>"]
+    kept, size = 0, 0
+    while kept < len(lines) and size + len(lines[kept].encode("utf-8")) + 1 <= cap:
+        size += len(lines[kept].encode("utf-8")) + 1
+        kept += 1
+    headings = [f"- line {n}: {line.strip()}" for n, line in enumerate(lines[kept:], kept + 1)
+                if line.startswith("#")]
+    below = f"its lines 1-{kept} of {len(lines)} are below; " if kept else "its first line alone is longer, so "
+    return [f"The requirements document `{rel}` is longer than the context cap ({cap // 1024} KB): {below}"
+            f"lines {kept + 1}-{len(lines)} are not. Read those in `{rel}` with the search tool (pattern and "
+            "path) before planning the parts they cover.",
+            "", "<requirements>", *lines[:kept], "</requirements>", "",
+            f"Headings of the part not embedded (lines {kept + 1}-{len(lines)}):", *(headings or ["(none)"])]
 
 
 def _drafts(manager: "TaskStateManager", task_plan) -> list[PlannedDraft]:
