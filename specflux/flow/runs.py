@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..errors import UsageError
 from .events import RunError
+from .holds import Holds, describe
 from .roles import Agents
 from .run import Run
 from .state import FINISHED
@@ -66,7 +67,33 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model},
         **({"parallel": parallel, "targetBranch": target} if parallel > 1 else {}),
     }
-    return Run.create(manager.ws, created)
+    holds = Holds(manager.ws)
+    with holds.locked():  # two `flow start`s at once: the second sees the first's holds
+        held = holds.held(chosen)
+        if held and (wanted and not everything):
+            raise UsageError(f"held by another run: {describe(held)}; wait for it, or `specflux flow stop` it")
+        if held:  # --all: only the free tasks, and not those waiting on a held one
+            chosen = _free(chosen, held, graph)
+            if not chosen:
+                raise UsageError(f"no task to run: every task left is held by another run ({describe(held)}) "
+                                 "or waits on one")
+            created["tasks"] = [t for t in created["tasks"] if t["id"] in chosen]
+            created["maxIterations"] = max_iterations or cfg.max_iterations or default_run_cap(len(chosen), per_task)
+        run = Run.create(manager.ws, created)
+        holds.claim(run.id, chosen)
+    return run
+
+
+def _free(chosen: list[str], held: dict[str, str], graph) -> list[str]:
+    """The tasks of `chosen` that are not held and do not wait (through any chain) on a held one."""
+    blocked = set(held)
+    free = []
+    for task_id in chosen:  # in dependency order: a task's dependencies come first
+        if task_id in blocked or any(d in blocked for d in graph.deps.get(task_id, [])):
+            blocked.add(task_id)
+        else:
+            free.append(task_id)
+    return free
 
 
 def _check_parallel(manager: "TaskStateManager", flow, chosen: list[str]) -> str:
@@ -136,6 +163,31 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
                        f"{str(state.get('workflowHash'))[:12]} -> {flow.hash[:12]}); resume with "
                        "--allow-changed-workflow to use the new one")
     agents = agents or _agents_of(run)
+    if run.engine_running():
+        raise RunError(f"run {run.id} is already being driven by another process "
+                       "(use `specflux flow pause/stop` from here)")
+    holds = Holds(manager.ws)
+    with holds.locked():
+        mine = [t["id"] for t in state.get("tasks") or [] if t["status"] not in ("complete", "failed", "blocked")]
+        held = holds.held(mine, other_than=run.id)
+        if held:
+            raise RunError(f"run {run.id} cannot go on: {describe(held)} took its tasks while it was not running; "
+                           f"stop one of the runs (`specflux flow stop RUN`)")
+        holds.claim(run.id, mine)
+    try:
+        return _drive(manager, run, flow, agents, say=say, moments=moments, stamps=stamps, stamp_clock=stamp_clock,
+                      order=order)
+    finally:
+        holds.release(run.id)
+
+
+def _drive(manager: "TaskStateManager", run: Run, flow, agents: Agents, *, say, moments, stamps, stamp_clock,
+           order) -> dict[str, Any]:
+    from .edges import spec_for
+    from .engine import Engine
+    from .roles import Roles
+
+    state = run.state()
     options = dict(say=say, moments=moments, stamps=stamps, **({"stamp_clock": stamp_clock} if stamp_clock else {}))
     lanes = state.get("parallel") or 1
     if lanes > 1:

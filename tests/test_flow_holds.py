@@ -1,0 +1,89 @@
+"""One run per task at a time (flow/holds.py): a second `flow start` over a task a live run holds is
+refused naming that run, `--all` takes only the free tasks, racing starts split the tasks between
+them, and a killed run's holds are stale: `flow resume` takes them back."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import git
+from helpers import fake_agent_plan as plan
+from helpers import specflux_process as specflux
+from test_flow import AGENT, DOCS, FIX, _background, _wait_for, project, start, status  # noqa: F401
+
+
+def count(tmp_path: Path, role: str, task: str) -> int:
+    counter = tmp_path / "agent-state" / f"{role}-{task}.count"
+    return int(counter.read_text()) if counter.exists() else 0
+
+
+def new_task(repo: Path, title: str) -> str:
+    done = specflux(repo, "new", title, "--ac", f"{title} done")
+    assert done.returncode == 0, done.stderr
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", title)
+    return done.stdout.strip()
+
+
+def test_a_second_run_over_a_held_task_is_refused_naming_the_holder(project, tmp_path):
+    third = new_task(project, "Independent work")
+    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 30}], coder__2=[DOCS], coder=[FIX])
+    first = _background(project, env, "flow", "start", "1")
+    try:
+        _wait_for(lambda: count(tmp_path, "coder", "1") == 1)
+        holder = status(project)["runId"]
+        refused = start(project, env, "1")
+        assert refused.returncode == 2
+        assert f"held by another run: task 1 (run {holder})" in refused.stderr
+        # --all: task 1 is held and task 2 waits on it; task 3 is free and is the only one taken.
+        done = start(project, env, "--all")
+        assert done.returncode == 0, done.stdout + done.stderr
+        second = status(project)
+        assert second["runId"] != holder and [t["id"] for t in second["tasks"]] == [third]
+        assert count(tmp_path, "coder", "1") == 1 and count(tmp_path, "coder", "2") == 0
+    finally:
+        specflux(project, "flow", "stop", holder, env=env)
+        first.wait(timeout=60)
+
+
+def test_racing_starts_build_each_task_once(project, tmp_path):
+    env = plan(tmp_path, coder=[{**FIX, "sleep": 0.5}])
+    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+    for round_ in range(4):
+        ids = [new_task(project, f"Round {round_} part {i}") for i in range(3)]
+        procs = [subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(project), "flow", "start",
+                                   *ids, "--agent", "command", "--cmd", cmd],
+                                  env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        codes = sorted(p.returncode for p in procs)
+        assert codes == [0, 2], outs
+        refused = next(err for (out, err), p in zip(outs, procs) if p.returncode == 2)
+        assert "held by another run: task" in refused or "every task is complete" in refused, refused
+        for task_id in ids:
+            assert count(tmp_path, "coder", task_id) == 1, f"task {task_id} built {count(tmp_path, 'coder', task_id)} times"
+            assert json.loads(specflux(project, "show", task_id, "--json").stdout)["status"] == "complete"
+        subjects = git(project, "log", "--format=%s").splitlines()
+        for task_id in ids:
+            assert subjects.count(f"task {task_id}: complete") <= 1
+
+
+def test_a_killed_runs_holds_are_stale_and_resume_takes_them_back(project, tmp_path):
+    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 30}, FIX], coder__2=[DOCS])
+    proc = _background(project, env, "flow", "start")
+    _wait_for(lambda: count(tmp_path, "coder", "1") == 1)
+    run_id = status(project)["runId"]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    hold = json.loads((project / ".specflux" / "locks" / "holds" / "task-1.json").read_text())
+    assert hold["run"] == run_id, "the killed run's hold is still there, and stale"
+    done = specflux(project, "flow", "resume", run_id, env=env, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert status(project)["status"] == "completed"
+    assert not list((project / ".specflux" / "locks" / "holds").glob("*.json")), "an ended run holds nothing"
