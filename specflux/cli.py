@@ -521,6 +521,9 @@ def run() -> None:
         nonlocal interrupted
         if not interrupted:
             interrupted = True
+            from . import interrupts
+
+            interrupts.pressed = True
             raise KeyboardInterrupt
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started ignoring it (nohup, &): keep that

@@ -148,6 +148,11 @@ def _finish(run, state) -> int:
           f"tokens: {m['inputTokens']} input, {m['outputTokens']} output")
     if status == "paused" and state.get("pausedFor") == "approval":
         print(f"  waiting for approval: specflux flow approve {run.id}  (or: flow reject {run.id} --note ...)")
+    from . import interrupts
+
+    if interrupts.pressed and status == "paused":  # Ctrl-C paused it: the shell's code for Ctrl-C
+        print(f"  interrupted: `specflux flow resume {run.id}` goes on from here")
+        return 130
     return 1 if status in ("failed", "user_exit") else 0
 
 

@@ -9,6 +9,7 @@ real pytest as validation, under a workflow written the way people forget limits
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from pathlib import Path
@@ -196,3 +197,21 @@ def test_flow_stop_leaves_no_task_in_progress(project, tmp_path):
     assert state["status"] == "user_exit"
     assert file_status(project, "1") == "pending"
     assert specflux(project, "lint").returncode == 0
+
+
+def test_ctrl_c_pauses_the_run_and_exits_130(project, tmp_path):
+    env = plan(tmp_path, coder__1=[{"sleep": 30}, FIX], coder__2=[DOCS])
+    proc = _background(project, env, "flow", "start")
+    try:
+        _wait_for(lambda: attempts(tmp_path) == 1)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out + err
+    assert "flow resume" in out
+    state = status(project)
+    assert state["status"] == "paused" and state["pausedFor"] == "user"
+    done = specflux(project, "flow", "resume", env=env, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert status(project)["status"] == "completed"

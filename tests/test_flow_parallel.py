@@ -268,6 +268,7 @@ def test_ctrl_c_stops_the_lanes_agents_and_resume_finishes_the_run(project, tmp_
     began = time.monotonic()
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
+    assert proc.returncode == 130, "Ctrl-C exits 130, as the README says"
     assert time.monotonic() - began < 20, "Ctrl-C waited for the agents to finish"
     assert not (state_dir / "coder-1-1.times").exists()  # the agents were stopped, not waited for
     state = status(project)
