@@ -58,7 +58,7 @@ AGENT = r"""#!/bin/sh
 # The bench's agent CLI: does the least a session needs, then exits.
 cat > /dev/null
 if [ "$SPECFLUX_ROLE" = reviewer ]; then
-  printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "all", "met": true}]}}' > "$SPECFLUX_HANDIN"
+  printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}, {"criterion": "2", "met": true}, {"criterion": "3", "met": true}]}}' > "$SPECFLUX_HANDIN"
 else
   awk '$0 == "(To be completed)" { print "### Summary\nDone by the bench agent.\n\n### For Downstream Tasks\nNothing to add."; next } { print }' \
     "$SPECFLUX_TASK_FILE" > "$SPECFLUX_TASK_FILE.tmp" && mv "$SPECFLUX_TASK_FILE.tmp" "$SPECFLUX_TASK_FILE"

@@ -39,7 +39,7 @@ AGENT = r"""#!/bin/sh
 # The bench's agent CLI: a fixed delay for the coder, then the least a session needs.
 cat > /dev/null
 if [ "$SPECFLUX_ROLE" = reviewer ]; then
-  printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "all", "met": true}]}}' > "$SPECFLUX_HANDIN"
+  printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}]}}' > "$SPECFLUX_HANDIN"
 else
   sleep "$BENCH_DELAY"
   echo "task $SPECFLUX_TASK_ID" > "out-$SPECFLUX_TASK_ID.txt"

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TextIO
 
@@ -108,6 +109,53 @@ def check_review(data: Any) -> Review:
             raise HandinError(f"approved is true but {which} listed: approve only without blockers, or set "
                               "approved to false")
     return review
+
+
+_NUMBERED = re.compile(r"(?:#|criterion\s*|ac\s*)?(\d+)\.?", re.I)
+
+
+def check_judged(review: Review, criteria: Sequence[str]) -> Review:
+    """`review` when its `criteria_results` judge each of the task's own `criteria` (by number,
+    `1` / `#1` / `criterion 1`, or by exact text) and nothing else; HandinError listing what it
+    must answer otherwise. A review of criteria the task does not have cannot complete it."""
+    if not criteria:
+        return review
+    texts = {" ".join(c.split()).casefold(): n for n, c in enumerate(criteria, 1)}
+    judged: set[int] = set()
+    unknown: list[str] = []
+    for result in review.criteria_results:
+        key = result.criterion.strip()
+        number = _NUMBERED.fullmatch(key)
+        n = int(number.group(1)) if number else texts.get(" ".join(key.split()).casefold())
+        if n is None or not 1 <= n <= len(criteria):
+            unknown.append(key)
+        else:
+            judged.add(n)
+    missing = [n for n in range(1, len(criteria) + 1) if n not in judged]
+    if not unknown and not missing:
+        return review
+    problems = []
+    if unknown:
+        problems.append(f"not criteria of this task: {', '.join(repr(u) for u in unknown[:5])}")
+    if missing:
+        problems.append(f"not judged: {', '.join(map(str, missing))}")
+    listed = "; ".join(f"{n}. {c}" for n, c in enumerate(criteria, 1))
+    raise HandinError(f"criteria_results must judge each acceptance criterion of the task, by number or exact "
+                      f"text ({'; '.join(problems)}). The criteria: {listed}")
+
+
+def task_criteria(task_file: str | os.PathLike[str]) -> list[str]:
+    """The acceptance criteria of the task file at `task_file`, in order ([] when it cannot be read)."""
+    from ..document import TaskDocument
+
+    try:
+        text = Path(task_file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    try:
+        return [item[3] for item in TaskDocument(text, str(task_file)).criteria_lines]
+    except Exception:  # a broken task file: the run's own checks report it; the review stands unjudged
+        return []
 
 
 def check_tasks(data: Any) -> TaskPlan:
@@ -240,6 +288,8 @@ def submit_from_cli(kind: Kind, source: str, env: Mapping[str, str], stdin: Text
         return 1, f"{shown}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}"
     try:
         checked = CHECKS[kind](data)
+        if kind == "review" and env.get("SPECFLUX_TASK_FILE"):
+            check_judged(checked, task_criteria(env["SPECFLUX_TASK_FILE"]))
     except HandinError as e:
         return 1, f"{shown}: refused: {e.message}"
 

@@ -64,6 +64,10 @@ class TaskSide:
         return f"criterion {index} checked: {item[3]}"
 
     def submit_review(self, review) -> str:
+        """Refused unless it judges each of this task's own criteria (by number or exact text)."""
+        from .handin import check_judged
+
+        check_judged(review, [item[3] for item in self.manager.load(self.task_id).criteria_lines])
         self.review = review
         return "review recorded; stop now"
 

@@ -409,7 +409,10 @@ class Toolbox:
         review = self._checked("submit_review", check_review, data)
         hook = getattr(self.hooks, "submit_review", None)
         if hook is not None:
-            hook(review)
+            try:
+                hook(review)
+            except HandinError as e:
+                raise ToolError(f"submit_review refused: {e.message}. Correct it and call submit_review again.") from None
         self.review = review
         return "review recorded; stop now"
 

@@ -43,7 +43,7 @@ def wait_for_task_6() -> None:
 role, task = os.environ["SPECFLUX_ROLE"], os.environ["SPECFLUX_TASK_ID"]
 context = sys.stdin.read()
 if role == "reviewer":
-    verdict = {"approved": True, "issues": [], "criteria_results": [{"criterion": "all", "met": True}]}
+    verdict = {"approved": True, "issues": [], "criteria_results": [{"criterion": "1", "met": True}]}
     done = subprocess.run([sys.executable, "-m", "specflux.cli", "submit-review", "--json", "-"],
                           input=json.dumps(verdict), text=True, capture_output=True)
     sys.exit(done.returncode)

@@ -268,10 +268,11 @@ class Roles:
         if failure is not None:
             return StepResult("ERROR", None, usage=done["usage"], duration_ms=_ms(started), error=failure)
         review = done["review"]
-        if review is None:
-            review = {"approved": False, "criteriaResults": [],
-                      "issues": [{"severity": "blocker",
-                                  "description": f"the reviewer handed in no verdict ({done['error'] or done['stop']})"}]}
+        refused = _unjudged(review, self.manager, task_id)
+        if review is None or refused:
+            why = refused or f"the reviewer handed in no verdict ({done['error'] or done['stop']})"
+            review = {"approved": False, "criteriaResults": (review or {}).get("criteriaResults", []),
+                      "issues": [{"severity": "blocker", "description": why}]}
         output = {"taskId": task_id, **review}
         return StepResult("OK", output, usage=done["usage"], duration_ms=_ms(started), commit=done["commit"])
 
@@ -405,6 +406,26 @@ def _ms(started: float) -> int:
 def _code_summary(report) -> str:
     files = [p for p in report.changed if not p.startswith(".specflux/")]
     return (f"commit {report.commit[:12]}: " if report.commit else "") + (", ".join(files) or "no files changed")
+
+
+def _unjudged(review: dict[str, Any] | None, manager: "TaskStateManager", task_id: str) -> str | None:
+    """Why `review` (as the session summary holds it) cannot stand: it does not judge each of the
+    task's own criteria. However it reached the run (a tool, `submit-review`, a hand-in file the
+    agent wrote itself), a verdict on criteria the task does not have completes nothing."""
+    if not review:
+        return None
+    from ..agent.handin import CriterionResult, HandinError, Review, check_judged
+
+    try:
+        results = [CriterionResult(criterion=str(r.get("criterion", "")), met=bool(r.get("met")))
+                   for r in review.get("criteriaResults") or []]
+        criteria = [item[3] for item in manager.load(task_id).criteria_lines]
+        check_judged(Review(approved=bool(review.get("approved")), criteria_results=results), criteria)
+    except HandinError as e:
+        return f"the review was refused: {e.message}"
+    except (SpecfluxError, ValueError) as e:
+        return f"the review could not be checked: {e}"
+    return None
 
 
 def _tree(manager: "TaskStateManager") -> str | None:
