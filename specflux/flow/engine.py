@@ -180,11 +180,16 @@ class Engine:
             self.say(f"waiting {delay:g}s before retrying {step['kind']}")
             time.sleep(float(delay))
         key, stamp = self._try_of(step)
+        before = self._branch_before(step)
+        if before is False:
+            return
         watcher = _StopWatcher(self.run)
         watcher.start()
         try:
             result = self.roles.perform(step, self.run.state(), resumed=resumed, key=key, stamp=stamp)
             result.stamp = stamp
+            if before is not None:
+                result = self._branch_after(step, before, result)
         except (Interrupted, KeyboardInterrupt):
             watcher.stop()
             self._interrupted(step, watcher.stopped)
@@ -194,6 +199,39 @@ class Engine:
         finally:
             watcher.stop()
         self._finish_step(step, result)
+
+    def _branch_before(self, step: dict[str, Any]):
+        """Where the run's branch is before an agent step (None outside git); False when it is not
+        checked out: a person switched branches, and the run pauses rather than commit elsewhere."""
+        git = self.manager.git
+        if git is None or step["kind"] not in ("coder", "reviewer"):
+            return None
+        from .branch_guard import where
+
+        here = where(git.root)
+        wanted = self.run.state().get("branch")
+        if here is not None and wanted and here.branch != wanted:
+            self._record({"type": "status", "status": "paused",
+                          "pausedFor": f"git: the run's branch {wanted} is not checked out ({here.branch or 'a detached HEAD'} "
+                                       f"is); check it out and `specflux flow resume {self.run.id}`"})
+            return False
+        return here
+
+    def _branch_after(self, step: dict[str, Any], before, result: StepResult) -> StepResult:
+        """The step's result, failed when its agent rewrote or switched the run's branch (put back)."""
+        from .branch_guard import check, restore
+
+        root = self.manager.git.root
+        problem = check(root, before)
+        if problem is None:
+            return result
+        try:
+            done = restore(root, before, f"specflux/rejected/{self.run.id}/{step['stepId']}")
+        except RuntimeError as e:
+            done = f"NOT put back: {e}"
+        why = f"{problem}; {done}"
+        self.say(f"the branch is the run's: {why}")
+        return failed_attempt(step, result, why)
 
     def _interrupted(self, step: dict[str, Any], by_stop: bool) -> None:
         """`flow stop` (or Ctrl-C) during a step: the session recorded its interruption; the run
@@ -363,6 +401,19 @@ class Engine:
         if step_id in self.moments:
             return self.moments[step_id]
         return int(self.clock() * 1000), random.SystemRandom().randrange(2**32)
+
+
+def failed_attempt(step: dict[str, Any], result: StepResult, why: str) -> StepResult:
+    """`result` turned into a failed attempt (a coder's) or a refused verdict (a reviewer's), `why` said."""
+    task_id = step.get("taskId")
+    if step["kind"] == "reviewer":
+        output = {"taskId": task_id, "approved": False, "criteriaResults": [],
+                  "issues": [{"severity": "blocker", "description": why}]}
+    else:
+        output = {"taskId": task_id, "code": (result.output or {}).get("code", ""), "status": "needs_revision",
+                  "selfValidation": {"passed": False, "issues": [why]}}
+    return StepResult("OK", output, usage=result.usage, duration_ms=result.duration_ms, commit=result.commit,
+                      stamp=result.stamp, refused=why)
 
 
 class _StopWatcher:

@@ -49,6 +49,8 @@ def _outcome(event: dict[str, Any]) -> str:
         return f"error: {(event.get('error') or {}).get('message', '?')}"
     out = event.get("output") or {}
     kind = event["kind"]
+    if event.get("refused"):
+        return f"refused: {event['refused']}"
     if kind == "coder":
         v = event.get("validation") or {}
         failed = v.get("failedTests") or []

@@ -71,6 +71,11 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
     again = {k: v for k, v in created.items() if k not in ("seq", "at", "type", "runId")}
     if again.get("targetBranch"):  # a parallel run's lanes merge into the replay's own branch
         again["targetBranch"] = f"specflux-replay/{run.id}"
+    if again.get("branch"):  # the replay commits on the clone's branch, which the agents may not move
+        from .branch_guard import where
+
+        here = where(target)
+        again["branch"] = here.branch if here else None
     clone = Run.create(clone_ws, again, run_id=run.id)
     moments, stamps = _recorded_moments(events)
     # lanes' results are taken in the order the recorded run got them (their agents, replayed, may

@@ -43,6 +43,7 @@ class StepResult:
     commit: str = ""
     stamp: str | None = None  # the time written in the step's session entry
     tree: str | None = None  # the coder's: the work tree it left, .specflux/ aside (stall detection)
+    refused: str | None = None  # why the engine refused what the step did (its branch rewritten, ...)
 
     def to_event(self) -> dict[str, Any]:
         event = {"status": self.status, "output": self.output, "usage": self.usage, "durationMs": self.duration_ms}
@@ -59,6 +60,8 @@ class StepResult:
             event["stamp"] = self.stamp
         if self.tree:
             event["tree"] = self.tree
+        if self.refused:
+            event["refused"] = self.refused
         return event
 
 

@@ -64,6 +64,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         "taskStepLimit": per_task,
         "stallRounds": cfg.stall_rounds or None,
         "baseCommit": _head(git),
+        "branch": _branch(git),
         "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model},
         **({"parallel": parallel, "targetBranch": target} if parallel > 1 else {}),
     }
@@ -130,6 +131,16 @@ def _task_entry(manager: "TaskStateManager", task_id: str, graph) -> dict[str, A
         "acceptanceCriteria": [item[3] for item in doc.criteria_lines],
         "dependencies": [d for d in graph.deps.get(task_id, [])],
     }
+
+
+def _branch(git) -> str | None:
+    """The branch checked out when the run starts: the run's, which its agents may not move."""
+    if git is None:
+        return None
+    from .branch_guard import where
+
+    here = where(git.root)
+    return here.branch if here else None
 
 
 def _head(git) -> str | None:

@@ -93,6 +93,7 @@ def _created(state: dict, e: dict) -> None:
         "openSteps": {},
         "edgeIterations": {},
         "baseCommit": e.get("baseCommit"),
+        "branch": e.get("branch"),  # the branch the run commits on (None: detached or no git)
         "agent": e.get("agent"),
         "createdAt": e.get("at"),
         "controls": [],
