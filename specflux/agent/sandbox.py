@@ -10,13 +10,15 @@ Three operating-system mechanisms, best first:
   which `/` is read-only and the repository, its temp folder and a fresh `/dev` are writable, with
   `.git` and `.specflux` mounted read-only again on top.
 - **Landlock** (Linux 5.13 and later, no dependency): this file, run as a launcher
-  (`python sandbox.py landlock --repo ROOT --write TMP -- COMMAND...`), applies it to itself and
-  then `exec`s the command, so the command and every child inherit it. Landlock only *allows*,
-  and a rule covers a whole directory tree, so `.git` cannot be carved out of a rule on the
-  repository root: the launcher instead grants writes beneath every top-level entry of the
-  repository except `.git` and `.specflux`. The price: a command cannot create, delete or rename
-  entries directly at the repository root (it can rewrite the files there). Granting that on the
-  root would let it create `.git/hooks/pre-commit`.
+  (`python sandbox.py landlock --repo ROOT --write TMP [--mounts] -- COMMAND...`), applies it to
+  itself and then `exec`s the command, so the command and every child inherit it. Landlock only
+  *allows*, and a rule covers a whole directory tree, so `.git` cannot be carved out of a rule on
+  the repository root. With `--mounts` (where this system lets a process make a mount namespace:
+  `mountns.py`) the launcher mounts `.git` and `.specflux` read-only in a namespace of its own and
+  allows writes beneath the whole root, top level included. Without, it grants writes beneath
+  every top-level entry of the repository except `.git` and `.specflux`, and a command cannot
+  create, delete or rename entries directly at the repository root (it can rewrite the files
+  there): granting that on the root would let it create `.git/hooks/pre-commit`.
 - **sandbox-exec** (macOS): a small Seatbelt profile. Written from the documentation, untested.
 
 `choose(setting)` picks one (detection is cached per process); `Sandbox.argv` wraps a shell
@@ -53,10 +55,13 @@ class Sandbox:
     """How `run_command` runs: `name` is "bwrap", "landlock" or "sandbox-exec" (confined),
     "none" (nothing available: `reason` says why) or "off" (switched off in config.toml)."""
 
-    def __init__(self, name: str, reason: str = "", abi: int = 0):
+    def __init__(self, name: str, reason: str = "", abi: int = 0, top_level: bool = True):
         self.name = name
         self.reason = reason  # for "none": why; for a confined one: a caveat, or ""
         self.abi = abi  # the Landlock ABI version, for "landlock"
+        # A command may add and remove entries at the repository's top level (always under
+        # bwrap; under Landlock where the launcher can make a mount namespace).
+        self.top_level = top_level
 
     def __repr__(self) -> str:
         return f"Sandbox({self.name!r}, reason={self.reason!r})"
@@ -73,7 +78,7 @@ class Sandbox:
             return (f"run_command is not sandboxed: {self.reason}; its commands can write anywhere this "
                     'user can (set [agent] sandbox = "off" in .specflux/config.toml to silence this)')
         where = "not .git/ or .specflux/"
-        if self.name == "landlock":
+        if not self.top_level:
             where += ", and no new files or folders at its top level"
         line = (f"run_command is sandboxed with {_LABELS[self.name]}: writes only inside the repository "
                 f"({where}) and its temp folder")
@@ -91,7 +96,7 @@ class Sandbox:
         root, tmp = os.path.realpath(root), os.path.realpath(tmp)
         if self.name == "landlock":
             return [sys.executable, "-I", "-S", os.path.abspath(__file__), "landlock",
-                    "--repo", root, "--write", tmp, "--", *shell]
+                    "--repo", root, "--write", tmp, *(["--mounts"] if self.top_level else []), "--", *shell]
         if self.name == "bwrap":
             return [_which("bwrap") or "bwrap", *bwrap_options(root, tmp), "--", *shell]
         if self.name == "sandbox-exec":
@@ -142,9 +147,13 @@ def _problem(name: str) -> str | None:
 def _sandbox(name: str) -> Sandbox:
     if name != "landlock":
         return Sandbox(name)
-    abi = _landlock_abi()
-    caveat = "" if abi >= 3 else f"this kernel's Landlock (ABI {abi}) cannot stop truncate(2) of existing files"
-    return Sandbox(name, reason=caveat, abi=abi)
+    abi, caveats = _landlock_abi(), []
+    mounts = _mounts_problem()
+    if mounts:
+        caveats.append(f"the top level stays closed because no mount namespace can be made here ({mounts})")
+    if abi < 3:
+        caveats.append(f"this kernel's Landlock (ABI {abi}) cannot stop truncate(2) of existing files")
+    return Sandbox(name, reason="; ".join(caveats), abi=abi, top_level=mounts is None)
 
 
 def _which(program: str) -> str | None:
@@ -158,23 +167,45 @@ def _which(program: str) -> str | None:
 
 def protected_targets(root: str) -> list[str]:
     """Where `.git` and `.specflux` really are, when that is elsewhere inside the repository (a
-    symlink, or a `.git` file saying `gitdir: PATH`)."""
+    symlink, or a `.git` file saying `gitdir: PATH`; PATH also as written, when that passes
+    through a symlink inside the repository)."""
     found = []
     for name in PROTECTED:
         path = os.path.join(root, name)
-        target = None
+        targets = []
         if os.path.islink(path):
-            target = os.path.realpath(path)
+            targets = [os.path.realpath(path)]
         elif name == ".git" and os.path.isfile(path):
             try:
                 with open(path, encoding="utf-8", errors="replace") as f:
                     gitdir = f.read().partition("gitdir:")[2].strip()
             except OSError:
                 continue
-            target = os.path.realpath(os.path.join(root, gitdir)) if gitdir else None
-        if target and target != root and target.startswith(root + os.sep):
-            found.append(target)
+            written = os.path.normpath(os.path.join(root, gitdir)) if gitdir else None
+            targets = [os.path.realpath(written), written] if written else []
+        for target in dict.fromkeys(targets):
+            if target != root and target.startswith(root + os.sep):
+                found.append(target)
     return found
+
+
+def root_is_writable(root: str) -> bool:
+    """Whether commands may add and remove entries at the top level of `root`: only where `.git`
+    and `.specflux` are both there and, like every `read_only_entries`, not symlinks (a symlink
+    cannot be mounted on). Else a command could create a `.git` that git, run later outside the
+    sandbox, would pick up with its hooks, or a `.specflux/config.toml` switching the sandbox off."""
+    paths = [os.path.join(root, name) for name in PROTECTED]
+    if not all(os.path.exists(p) and not os.path.islink(p) for p in paths):
+        return False
+    return not any(os.path.islink(os.path.join(root, name)) for name in read_only_entries(root))
+
+
+def read_only_entries(root: str) -> list[str]:
+    """The top-level entries to mount read-only where the root is writable: `.git`, `.specflux`
+    and any entry holding where one of them really is (the whole entry: were only the folder deep
+    inside it read-only, a command could rename the entry away and put a new one in its place)."""
+    holders = {os.path.relpath(t, root).split(os.sep)[0] for t in protected_targets(root)}
+    return [*PROTECTED, *sorted(holders - set(PROTECTED))]
 
 
 def writable_entries(root: str) -> list[str]:
@@ -209,20 +240,18 @@ def _bwrap_problem(path: str | None) -> str | None:
 
 def bwrap_options(root: str, tmp: str) -> list[str]:
     """bwrap options: everything read-only but a fresh /dev, `tmp` and the repository, whose
-    `.git` and `.specflux` are mounted read-only on top (a mount point cannot be removed or
-    renamed, so they cannot be swapped either).
+    `read_only_entries` are mounted read-only on top (a mount point cannot be removed or renamed,
+    so they cannot be swapped either).
 
-    When one of them is missing or a symlink, the root stays read-only and only its other
-    top-level entries are writable (as under Landlock): a writable root would let a command
-    create a `.git` that git, run later outside the sandbox, would pick up with its hooks.
+    Where the root is not writable (`root_is_writable`), only its other top-level entries are.
     """
     # --cap-drop ALL: bwrap run by root leaves root its capabilities, and with CAP_SYS_ADMIN a
     # command could simply unmount the read-only .git.
     options = ["--ro-bind", "/", "/", "--dev", "/dev", "--die-with-parent", "--cap-drop", "ALL"]
-    entries = [os.path.join(root, name) for name in PROTECTED]
-    if all(os.path.exists(p) and not os.path.islink(p) for p in entries):
+    if root_is_writable(root):
         options += ["--bind", root, root]
-        for path in [*entries, *protected_targets(root)]:
+        for name in read_only_entries(root):
+            path = os.path.join(root, name)
             options += ["--ro-bind", path, path]
     else:
         for name in writable_entries(root):
@@ -335,16 +364,28 @@ def _allow(ruleset: int, path: str, rights: int, dir_fd: int | None = None) -> N
         os.close(fd)
 
 
-def restrict_writes(repo: str, also: list[str]) -> None:
+def restrict_writes(repo: str, also: list[str], mounts: bool = False) -> None:
     """Confine this process and its future children with Landlock: writes only beneath the
-    writable entries of `repo`, the folders `also` and the DEVICES. Irreversible."""
+    writable entries of `repo`, the folders `also` and the DEVICES. Irreversible.
+
+    With `mounts`, where the root is writable (`root_is_writable`): in a mount namespace of its
+    own where the `read_only_entries` are mounted read-only, writes beneath the whole of `repo`.
+    """
     rights = write_rights(_landlock_abi())
     attr = _RulesetAttr(rights)
     ruleset = _syscall(_CREATE_RULESET, ctypes.c_void_p(ctypes.addressof(attr)), ctypes.sizeof(attr), 0)
     try:
+        whole = mounts and root_is_writable(repo)
+        if whole:
+            mountns = _mountns()
+            mountns.enter()  # first: a descriptor opened before it names the host's mounts
         root_fd = os.open(repo, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:  # entries opened relative to the root, so a swapped path cannot redirect a rule
-            for name in writable_entries(repo):
+            if whole:
+                for name in read_only_entries(repo):
+                    mountns.make_read_only(root_fd, name)
+                _allow(ruleset, ".", rights, dir_fd=root_fd)
+            for name in [] if whole else writable_entries(repo):
                 try:
                     _allow(ruleset, name, rights, dir_fd=root_fd)
                 except FileNotFoundError:  # removed since it was listed: nothing to allow
@@ -358,6 +399,42 @@ def restrict_writes(repo: str, also: list[str]) -> None:
     finally:
         os.close(ruleset)
     _drop_capabilities()
+
+
+def _mountns():
+    """The sibling module `mountns`, also from the launcher (a script: no package to import from)."""
+    if __package__:
+        from . import mountns
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import mountns
+    return mountns
+
+
+@functools.cache
+def _mounts_problem() -> str | None:
+    """Why the Landlock launcher cannot open the repository's top level here (it needs a mount
+    namespace), or None: runs it once, on a scratch repository, and checks what it allowed."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="specflux-probe-") as scratch:
+        repo, tmp = os.path.join(scratch, "repo"), os.path.join(scratch, "tmp")
+        for path in (tmp, *(os.path.join(repo, name) for name in PROTECTED)):
+            os.makedirs(path)
+        argv = Sandbox("landlock").argv("touch new && ! touch .git/x 2>/dev/null", repo, tmp)
+        try:
+            done = subprocess.run(argv, cwd=repo, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"the launcher does not start ({e})"
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        if done.returncode:
+            if said:
+                return said[-1].rpartition("so it did not run: ")[2]
+            return f"the launcher's check failed (exit {done.returncode})"
+        if not os.path.exists(os.path.join(repo, "new")) or os.path.exists(os.path.join(repo, ".git", "x")):
+            return "the launcher's check did not do what it should"
+    return None
 
 
 def _no_new_privs() -> None:
@@ -425,15 +502,17 @@ def seatbelt_options(root: str, tmp: str) -> list[str]:
 
 # -- the Landlock launcher -------------------------------------------------------------------
 
-_USAGE = "usage: python sandbox.py landlock --repo DIR [--write DIR]... -- COMMAND [ARG]..."
+_USAGE = "usage: python sandbox.py landlock --repo DIR [--write DIR]... [--mounts] -- COMMAND [ARG]..."
 
 
-def _parse(args: list[str]) -> tuple[str, list[str], list[str]] | None:
-    """(repo, other writable folders, command) from the launcher's arguments, or None."""
+def _parse(args: list[str]) -> tuple[str, list[str], bool, list[str]] | None:
+    """(repo, other writable folders, --mounts, command) from the launcher's arguments, or None."""
     if len(args) < 2 or args[0] != "landlock" or "--" not in args:
         return None
     split = args.index("--")
     options, command = args[1:split], args[split + 1:]
+    mounts = "--mounts" in options
+    options = [o for o in options if o != "--mounts"]
     if not command or len(options) % 2:
         return None
     repo, also = None, []
@@ -444,7 +523,7 @@ def _parse(args: list[str]) -> tuple[str, list[str], list[str]] | None:
             also.append(value)
         else:
             return None
-    return (repo, also, command) if repo is not None else None
+    return (repo, also, mounts, command) if repo is not None else None
 
 
 def _launch(args: list[str]) -> int:
@@ -453,11 +532,11 @@ def _launch(args: list[str]) -> int:
     if parsed is None:
         print(_USAGE, file=sys.stderr)
         return 2
-    repo, also, command = parsed
+    repo, also, mounts, command = parsed
     try:
-        restrict_writes(os.path.realpath(repo), also)
+        restrict_writes(os.path.realpath(repo), also, mounts)
     except OSError as e:
-        print(f"specflux sandbox: cannot apply Landlock, so the command did not run: {e.strerror or e}",
+        print(f"specflux sandbox: cannot confine the command with Landlock, so it did not run: {e.strerror or e}",
               file=sys.stderr)
         return 126
     try:
