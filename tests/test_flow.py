@@ -108,7 +108,8 @@ def test_a_failing_test_is_named_in_the_retry_and_the_queue_completes(project, t
 
 def test_a_rejection_is_answered_with_the_reviewers_issues(project, tmp_path):
     issue = {"severity": "major", "description": "README does not say what add returns"}
-    env = plan(tmp_path, coder__1=[FIX], coder__2=[DOCS],
+    answered = {**DOCS, "write": {"README.md": "# project\n\nadd(a, b) returns the sum of a and b.\n"}}
+    env = plan(tmp_path, coder__1=[FIX], coder__2=[DOCS, answered],
                reviewer__1=[{"approved": True}], reviewer__2=[{"approved": False, "issues": [issue]}, {"approved": True}])
     done = start(project, env)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -188,7 +189,8 @@ task = "next"
 def test_an_approval_gate_waits_for_a_person(project, tmp_path):
     (project / ".specflux" / "workflows").mkdir()
     (project / ".specflux" / "workflows" / "gated.toml").write_text(APPROVAL_FLOW)
-    env = plan(tmp_path, coder__1=[FIX], coder__2=[DOCS])
+    negatives = {**FIX, "write": {"src/calc.py": "def add(a, b):\n    return a + b  # negative numbers too\n"}}
+    env = plan(tmp_path, coder__1=[FIX, negatives], coder__2=[DOCS])
     done = start(project, env, "1", "--workflow", "gated")
     assert done.returncode == 0 and "waiting for approval" in done.stdout
     state = status(project)
@@ -397,8 +399,11 @@ def test_a_crash_between_the_last_decision_and_the_end_of_the_run_is_finished_by
 @pytest.mark.parametrize("cut_after", ["boot", "step_finished"])
 def test_a_crash_before_a_decision_is_recorded_is_decided_on_resume(project, tmp_path, cut_after):
     """kill -9 after the boot or after a step's result, before its decision: resume makes the same
-    decision from the recorded result, `now` and seed, and the run goes on."""
-    env = plan(tmp_path, coder__1=[FIX], reviewer=[{"approved": True}])
+    decision from the recorded result, `now` and seed, and the run goes on. (The whole run has
+    already happened when its log is cut: the coder that runs again changes something again, or it
+    would be an attempt that changes nothing.)"""
+    again = {**FIX, "write": {"src/calc.py": "def add(a, b):\n    return a + b  # again\n"}}
+    env = plan(tmp_path, coder__1=[FIX, again], reviewer=[{"approved": True}])
     assert start(project, env, "1").returncode == 0
     run_id = status(project)["runId"]
     events = project / ".specflux" / "runs" / run_id / "events.jsonl"

@@ -15,7 +15,7 @@ from pathlib import Path
 from conftest import git
 from helpers import fake_agent_plan as plan
 from helpers import specflux_process as specflux
-from test_flow import AGENT, DOCS, FIX, _background, _wait_for, project, start, status  # noqa: F401
+from test_flow import AGENT, DOCS, FIX, RIGHT, _background, _wait_for, project, start, status  # noqa: F401
 
 
 def count(tmp_path: Path, role: str, task: str) -> int:
@@ -53,10 +53,11 @@ def test_a_second_run_over_a_held_task_is_refused_naming_the_holder(project, tmp
 
 
 def test_racing_starts_build_each_task_once(project, tmp_path):
-    env = plan(tmp_path, coder=[{**FIX, "sleep": 0.5}])
     cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
     for round_ in range(4):
         ids = [new_task(project, f"Round {round_} part {i}") for i in range(3)]
+        env = plan(tmp_path, **{f"coder__{t}": [{"write": {"src/calc.py": RIGHT, f"part-{t}.txt": "done\n"},
+                                                 "check": True, "chain": "done", "sleep": 0.5}] for t in ids})
         procs = [subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(project), "flow", "start",
                                    *ids, "--agent", "command", "--cmd", cmd],
                                   env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -51,6 +51,8 @@ def _outcome(event: dict[str, Any]) -> str:
     kind = event["kind"]
     if event.get("refused"):
         return f"refused: {event['refused']}"
+    if kind == "coder" and (out.get("selfValidation") or {}).get("noChange"):
+        return "no change: the attempt changed nothing in the repository"
     if kind == "coder":
         v = event.get("validation") or {}
         failed = v.get("failedTests") or []
