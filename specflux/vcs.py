@@ -364,7 +364,7 @@ class Git:
             if before is None:
                 take.append(path)
             elif before.fingerprint != _fingerprint(self.root / path):  # else: the user's alone
-                part = self._sessions_part(path, before, entry)
+                part = self._sessions_part(path, before, entry, baseline.head)
                 if part is None:
                     left_out.append(path)
                 elif part != (entry.head_mode, entry.head_sha):  # else: no change from HEAD
@@ -376,6 +376,19 @@ class Git:
         if not paths:
             return []
         return self._log("--", *(_literal(self._relative(p)) for p in paths))
+
+    def commits_since(self, base: str, paths: Sequence[str | Path]) -> list[Commit]:
+        """Commits after `base` (all of them when "") up to HEAD touching any of `paths`, newest
+        first: what others committed while a session ran."""
+        if not paths:
+            return []
+        return self._log(f"{base}..HEAD" if base else "HEAD", "--",
+                         *(_literal(self._relative(p)) for p in paths))
+
+    def committed_text(self, path: str | Path, rev: str = "HEAD") -> str | None:
+        """The text of `path` in `rev` as it would be checked out, or None where it is not."""
+        done = self._git_raw("cat-file", "--filters", f"{rev}:{self._relative(path)}")
+        return None if done.returncode else done.stdout.decode("utf-8", "replace")
 
     def find_commits(self, trailers: Mapping[str, str]) -> list[Commit]:
         """Commits whose trailers hold every given key/value, newest first."""
@@ -426,9 +439,14 @@ class Git:
                 entries[os.fsdecode(parts[10])] = _Entry(xy, m2, "unmerged", mode_w, h2)
         return head, entries
 
-    def _sessions_part(self, path: str, before: Dirty, entry: _Entry) -> tuple[str, str] | None:
+    def _sessions_part(self, path: str, before: Dirty, entry: _Entry, base_head: str = "") -> tuple[str, str] | None:
         """(mode, blob) of HEAD's version of `path` plus the session's change to it, or None when
-        that cannot be had cleanly."""
+        that cannot be had cleanly.
+
+        When someone committed `path` while the session ran (HEAD moved from `base_head` and its
+        version of the path changed: a person's `specflux session`), the user's version from before
+        the session is first brought up to that commit (the committed change merged into it), so
+        that what was committed meanwhile is not taken for the session's own change."""
         if before.content is None or before.mode not in _REGULAR or entry.work_mode not in _REGULAR:
             return None
         if entry.xy[0] == "u" or before.status in _UNMERGED:
@@ -447,22 +465,22 @@ class Git:
             return None
         ours = shown.stdout  # HEAD's version as it would be checked out (filters, line endings)
         mode = entry.head_mode if entry.work_mode == before.mode else entry.work_mode
-        if now == before.content:
+        user = before.content
+        if base_head and self._git_raw("rev-parse", "-q", "--verify", f"{base_head}:{path}").stdout.decode().strip() \
+                not in ("", entry.head_sha):  # committed meanwhile: the user's version follows that commit
+            old = self._git_raw("cat-file", "--filters", f"--path={path}", f"{base_head}:{path}")
+            if old.returncode == 0:
+                rebased = self._merge_file(user, old.stdout, ours)
+                user = rebased if rebased is not None else user
+        if now == user:
             return mode, entry.head_sha  # the session changed the mode only
-        if before.content == ours:
-            merged = now  # the user had changed the mode only
+        if user == ours:
+            merged = now  # the user had changed the mode only (or committed all of it meanwhile)
         else:
-            import tempfile
-
-            with tempfile.TemporaryDirectory(prefix="specflux-merge-") as scratch:
-                names = []
-                for name, data in (("head", ours), ("before", before.content), ("now", now)):
-                    (Path(scratch) / name).write_bytes(data)
-                    names.append(str(Path(scratch) / name))
-                done = self._git_raw("merge-file", "-p", "--quiet", *names)
-            if done.returncode:  # conflicts (a count), or binary files / an error (255)
+            found = self._merge_file(ours, user, now)
+            if found is None:  # conflicts, or binary files / an error
                 return None
-            merged = done.stdout
+            merged = found
         if merged == ours:
             return mode, entry.head_sha
         hashed = self._git_raw("hash-object", "-w", "--stdin", f"--path={path}", input=merged)
@@ -470,6 +488,19 @@ class Git:
             why = hashed.stderr.decode(errors="replace").strip()
             raise GitError(f"git hash-object failed: {why}", path=path)
         return mode, hashed.stdout.decode().strip()
+
+    def _merge_file(self, current: bytes, base: bytes, other: bytes) -> bytes | None:
+        """`current` plus the change from `base` to `other` (`git merge-file`), or None where they
+        conflict (or the files are binary)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="specflux-merge-") as scratch:
+            names = []
+            for name, data in (("current", current), ("base", base), ("other", other)):
+                (Path(scratch) / name).write_bytes(data)
+                names.append(str(Path(scratch) / name))
+            done = self._git_raw("merge-file", "-p", "--quiet", *names)
+        return None if done.returncode else done.stdout
 
     def _commit_in_temporary_index(
         self,

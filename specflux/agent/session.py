@@ -7,8 +7,10 @@ is written saying so: nothing is lost.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -142,7 +144,7 @@ def run_session(
 
         atomic_write(baseline_path, json.dumps(baseline.to_json()))
     task_files = _task_files(manager)
-    sessions_before = doc.session_count
+    entries_before = Counter(number for number, _, _ in doc.session_regions)  # whose entries are whose, at the end
     start_status = "review" if role == "reviewer" else ("in_progress" if doc.status == "pending" else None)
     if start_status and doc.status != start_status:
         manager.set_status(task_id, start_status)
@@ -174,7 +176,10 @@ def run_session(
     report = SessionReport(task_id, outcome.stop, error=outcome.error, outcome=outcome)
     report.notices += early_notices
     with deferred_interrupts():  # the agent has stopped: what it did is written down in full
-        restored = _restore_broken(manager, task_files, report)
+        hand: set[str] = set()  # the entries a person logged meanwhile
+        if edits_task_file and role != "reviewer":
+            hand = _number_agents_entries(manager, task_id, entries_before, baseline, report)
+        restored = _restore_broken(manager, task_files, report, baseline)
         if sandbox is not None and not sandbox.confined and sandbox.name != "off":
             report.notices.append(sandbox.describe())
         touched: list[Path] = list(restored)
@@ -184,7 +189,7 @@ def run_session(
             report.review = side.review or getattr(toolbox, "review", None) or _read_handin(handin)
             touched += _record_review(manager, task_id, report, outcome, clock)
         elif edits_task_file:
-            touched += _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report,
+            touched += _settle_agent_edits(manager, task_id, entries_before, hand, outcome, clock, report,
                                            complete_on_handoff)
         else:
             touched += _record(manager, task_id, side, outcome, clock, report, sandbox, complete_on_handoff)
@@ -298,7 +303,7 @@ def _record(manager, task_id, side, outcome, clock, report, sandbox, complete_on
 
 def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None) -> None:
     """One commit with what the session changed, leaving the user's own uncommitted work alone."""
-    first = _first_did(manager, task_id, side.handoff) or f"ended: {outcome.stop}"
+    first = _first_did(manager, task_id, side.handoff, report.session) or f"ended: {outcome.stop}"
     done = git.commit_session(baseline, None, commit_subject(task_id, report.session, first),
                               {**_trailers(task_id, report, outcome), **(extra or {})})
     report.commit = done.sha
@@ -318,9 +323,10 @@ def _task_files(manager) -> dict[Path, bytes]:
     return out
 
 
-def _restore_broken(manager, before: dict[Path, bytes], report: "SessionReport") -> list[Path]:
+def _restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", baseline=None) -> list[Path]:
     """Put back every task file the session deleted or left unreadable (and remove any new one
-    that cannot be read), saying so; returns the paths put back."""
+    that cannot be read), saying so; returns the paths put back. A file someone committed while
+    the session ran (a person's `specflux session`) is put back with that commit in it."""
     from ..files import atomic_write
     from ..lint import lint_document
     from ..workspace import STATE_FILE
@@ -345,9 +351,11 @@ def _restore_broken(manager, before: dict[Path, bytes], report: "SessionReport")
             path.unlink(missing_ok=True)
             report.notices.append(f"{rel}: the session left a new task file that cannot be read; removed it: {problems[0]}")
         else:
-            atomic_write(path, old.decode("utf-8"))
+            good = _good_version(manager, path, old.decode("utf-8"), baseline, lint_document)
+            atomic_write(path, good)
+            meanwhile = " (with what was committed to it meanwhile)" if good != old.decode("utf-8") else ""
             report.notices.append(f"{rel}: the session broke this task file ({problems[0]}); put it back as it "
-                                  "was before the session, and left it out of the commit")
+                                  f"was before the session{meanwhile}, and left it out of the commit")
         m = STATE_FILE.fullmatch(path.name)
         if m and m.group(1) == report.task_id:
             report.restored = True
@@ -370,11 +378,120 @@ def _problems(manager, path: Path, data: bytes, lint_document) -> list[str]:
             if p.severity == "error" and "total_sessions" not in p.message]
 
 
-def _first_did(manager, task_id: str, handoff: Handoff | None) -> str | None:
+def _good_version(manager, path: Path, before: str, baseline, lint_document) -> str:
+    """What a task file the session broke is put back to: as it was before the session, plus what
+    was committed to it while the session ran (a person's `specflux session`), merged by parts;
+    HEAD's version where that merge is not clean."""
+    git = manager.git
+    if baseline is None or git is None:
+        return before
+    try:
+        base, head = git.committed_text(path, baseline.head) if baseline.head else "", git.committed_text(path)
+    except SpecfluxError:
+        return before
+    if head is None or head == base:
+        return before  # nothing committed meanwhile
+    from ..merge import merge_task
+
+    merged, clean = merge_task(base or "", before, head)
+    for text in ((merged,) if clean else ()) + (head,):
+        if not _problems(manager, path, text.encode("utf-8"), lint_document):
+            return text
+    return before
+
+
+def _first_did(manager, task_id: str, handoff: Handoff | None, number: int | None = None) -> str | None:
+    """The first thing the session did: its hand-off's, or its own entry's (`number`)."""
     if handoff is not None:
         return handoff.did[0]
     sessions = manager.load(task_id).sessions()
-    return sessions[-1].did[0] if sessions and sessions[-1].did else None
+    mine = [s for s in sessions if s.number == number] or sessions[-1:]
+    return mine[-1].did[0] if mine and mine[-1].did else None
+
+
+def _entry_key(text: str) -> str:
+    """A session entry's text, compared across versions of the file (line endings, trailing space)."""
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().splitlines())
+
+
+def _hand_entries(manager, task_id: str, baseline) -> set[str]:
+    """The entries (`_entry_key`) a person logged for the task while the session ran: committed
+    meanwhile by `specflux session` (a commit titled with the entry's number). An agent CLI does
+    not commit, so these are never its own."""
+    git = manager.git
+    if baseline is None or git is None:
+        return set()
+    path = manager.path(task_id)
+    try:
+        numbers = set()
+        for c in git.commits_since(baseline.head, [path]):
+            m = re.match(rf"task {re.escape(task_id)}: session (\d+) — ", c.subject)
+            if m and c.trailers.get("Specflux-Session") == m.group(1):
+                numbers.add(int(m.group(1)))
+        text = git.committed_text(path) if numbers else None
+        if text is None:
+            return set()
+        doc = TaskDocument(text, manager.ws.relative(path))
+        return {_entry_key(doc.text[r.start:r.end]) for n, _, r in doc.session_regions if n in numbers}
+    except SpecfluxError:
+        return set()
+
+
+def _agents_entries(doc: TaskDocument, before: Counter, hand: set[str]) -> list:
+    """(number, region) of each entry of `doc` the agent wrote: not there when the session started
+    (`before`: how many entries had each number then) and not a person's (`hand`)."""
+    left = Counter(before)
+    out = []
+    for number, _, region in doc.session_regions:
+        if left[number] > 0:
+            left[number] -= 1
+        elif _entry_key(doc.text[region.start:region.end]) not in hand:
+            out.append((number, region))
+    return out
+
+
+def _number_agents_entries(manager, task_id: str, before: Counter, baseline, report: "SessionReport") -> set[str]:
+    """An agent CLI numbers its entry as its context said when it started; a person who logged a
+    session meanwhile has taken that number. The agent's entries are numbered after every other
+    entry (in the order they are written), so that no number is used twice. Returns the entries
+    a person logged meanwhile (`_hand_entries`, read under the task's lock)."""
+    from ..document import Edit, apply_edits
+    from ..outline import content_end
+    from ..store import Outcome
+
+    hand: set[str] = set()
+    try:
+        with manager.changing([task_id], Outcome(task_id)) as pending:
+            hand = _hand_entries(manager, task_id, baseline)
+            doc = manager.load(task_id)
+            agents = _agents_entries(doc, before, hand)
+            ours = {region.start for _, region in agents}
+            others = [n for n, _, region in doc.session_regions if region.start not in ours]
+            if doc.archived_region:
+                others.append(doc.archived_region[1])
+            top = max(others, default=0)
+            numbers = [n for n, _ in agents]
+            if not agents or (min(numbers) > top and numbers == sorted(set(numbers))):
+                return hand
+            edits = []
+            for number, region in agents:
+                top += 1
+                if number == top:
+                    continue
+                line = doc.text[region.start:content_end(doc.text, region.start)]
+                new = re.sub(r"(session\s*#?\s*)\d+", lambda m, n=top: f"{m.group(1)}{n}", line, count=1,
+                             flags=re.I)
+                edits.append(Edit(region.start, region.start + len(line), new))
+                report.notices.append(f"the agent numbered its entry session {number}, a number the progress log "
+                                      f"already has (a session logged meanwhile): it is session {top}")
+            text = apply_edits(doc.text, edits)
+            if [n for n, _, _ in TaskDocument(text, doc.path).session_regions] == \
+                    [n for n, _, _ in doc.session_regions]:
+                return hand  # nothing could be rewritten
+            pending.files.write(manager.path(task_id), text)
+    except SpecfluxError:
+        pass  # a file the agent broke is put back by _restore_broken
+    return hand
 
 
 def _entry(handoff: Handoff | None, outcome: SessionOutcome, stamp: str) -> SessionInput:
@@ -410,9 +527,11 @@ def _trailers(task_id: str, report: SessionReport, outcome: SessionOutcome) -> d
     }
 
 
-def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, report, complete=True) -> list[Path]:
+def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, complete=True) -> list[Path]:
     """After an agent CLI edited the task file itself (a broken one was already put back by
-    `_restore_broken`): add what it forgot, complete it."""
+    `_restore_broken`): add what it forgot, complete it. Its entry is the one it wrote (told apart
+    from a person's logged meanwhile by content), else one written for it now, numbered after
+    every entry the file has at the end."""
     from ..chain import dependents, upstream_from, wire_dependents
 
     path = manager.path(task_id)
@@ -422,9 +541,13 @@ def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, repor
         report.error = "the agent left the task file broken; it was put back as it was before the session"
         outcome.error = report.error
     touched: list[Path] = []
-    if doc.session_count == sessions_before:
+    agents = _agents_entries(doc, before, hand)
+    if agents:
+        number = agents[-1][0]
+    else:
         done = manager.append_session(task_id, _entry(None, outcome, clock()), commit=False)
         touched += done.changed
+        number = done.session
         doc = manager.load(task_id)
     fixes = {}
     if doc.metadata.get("total_sessions") != doc.session_count:
@@ -438,7 +561,7 @@ def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, repor
         if out is not None and out.summary:
             from .backend import ChainOutputIn
 
-            last = doc.sessions()[-1] if doc.sessions() else None
+            last = next((s for s in reversed(doc.sessions()) if s.number == number), None)
             report.handoff = Handoff(did=(last.did if last and last.did else ["(see the task file)"]),
                                      chain_output=ChainOutputIn(summary=out.summary, downstream=out.downstream))
         if doc.status == "complete":
@@ -446,7 +569,7 @@ def _settle_agent_edits(manager, task_id, sessions_before, outcome, clock, repor
             report.notices.append("the agent marked the task complete; in a run, the workflow decides that")
     touched += _set_metadata(manager, task_id, fixes)
     doc = manager.load(task_id)
-    report.session, report.status = doc.last_session_number, doc.status
+    report.session, report.status = number, doc.status
     touched.append(path)
     if doc.status == "complete":
         from ..store import Outcome
