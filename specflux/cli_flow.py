@@ -173,7 +173,8 @@ def flow_start(args, manager_for) -> int:
     if args.prd:
         ids += _plan_first(manager, args)
     run = runs.start(manager, ids, everything=args.all, workflow=args.workflow, agents=agents,
-                     max_iterations=args.max_iterations, token_budget=args.token_budget, parallel=args.parallel)
+                     max_iterations=args.max_iterations, token_budget=args.token_budget, parallel=args.parallel,
+                     say=_say)
     print(run.id, flush=True)
     state = runs.drive(manager, run, agents, say=Progress(run))
     return _finish(run, state)

@@ -343,7 +343,18 @@ class Engine:
                 self.say(f"task {task_id} complete; wired into task {target}")
             for notice in outcome.notices:
                 self.say(notice)
+            untested = _untested(state, task_id, self.manager)
+            if untested:
+                self.say(f"task {task_id} accepted untested: {untested}")
+                reason = f"accepted untested: {untested}"
         else:
+            if verb == "failed":
+                from .settle import withdraw_claims
+
+                withdrawn = withdraw_claims(self.manager, task)
+                if withdrawn:
+                    self.say(f"task {task_id} failed: {'; '.join(withdrawn)}")
+                    reason = f"{reason}; {'; '.join(withdrawn)}" if reason else "; ".join(withdrawn)
             self.manager.set_status(task_id, wanted, commit=self.manager.git is not None, trailers=trailers,
                                     reason=reason)
         self._record({"type": "task_status", "taskId": task_id, "status": wanted, "reason": reason})
@@ -401,6 +412,19 @@ class Engine:
         if step_id in self.moments:
             return self.moments[step_id]
         return int(self.clock() * 1000), random.SystemRandom().randrange(2**32)
+
+
+def _untested(state: dict[str, Any], task_id: str, manager) -> str | None:
+    """Why the task's acceptance is not backed by passing tests, where `[validate]` is set and the
+    workflow accepted it anyway (a custom workflow with no path through the tests)."""
+    if getattr(manager.ws.config, "validate", None) is None:
+        return None
+    own = (state.get("laneOutputs") or {}).get(task_id) or {}
+    checked = (own.get("coderOutput") or {}).get("selfValidation") or {}
+    if checked.get("passed") is True:
+        return None
+    issues = "; ".join(str(i) for i in (checked.get("issues") or [])[:3])
+    return f"its last tests did not pass ({issues or 'no test result'})"
 
 
 def failed_attempt(step: dict[str, Any], result: StepResult, why: str) -> StepResult:

@@ -19,7 +19,8 @@ CONTROLS = ("pause", "resume", "stop", "approve", "reject")
 
 def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everything: bool = False,
           workflow: str = "queue", agents: Agents | None = None, max_iterations: int | None = None,
-          token_budget: int | None = None, parallel: int | None = None) -> Run:
+          token_budget: int | None = None, parallel: int | None = None,
+          say: Callable[[str], None] = lambda line: None) -> Run:
     """Create a run over `task_ids` (or every task not complete), in dependency order. The
     workflow is loaded and checked first: a broken one stops here, before anything is written.
     `parallel`: lanes (tasks worked on at once, each in its own worktree); default `[flow] parallel`."""
@@ -28,6 +29,8 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     from .workflow import load_workflow
 
     flow = load_workflow(workflow, manager.ws.dir)
+    if manager.ws.config.validate is not None and flow.untested_warning():
+        say(f"warning: {flow.untested_warning()}")
     graph = Graph.load(manager)
     for error in graph.broken:
         raise error
@@ -126,6 +129,9 @@ def _task_entry(manager: "TaskStateManager", task_id: str, graph) -> dict[str, A
         "title": doc.title[1],
         "status": "complete" if doc.status == "complete" else "pending",
         "statusBefore": doc.status,  # what the file said: a run that ends leaves no task in_progress
+        # what a failed task's agents may not leave claimed: boxes they ticked, a chain output they wrote
+        "checkedBefore": [i for i, (_, _, checked, _, _) in enumerate(doc.criteria_lines, 1) if checked],
+        "chainOutputBefore": None if doc.chain_output_is_placeholder else "written",
         "priority": meta.get("priority", 3),
         "complexity": meta.get("complexity", "medium"),
         "acceptanceCriteria": [item[3] for item in doc.criteria_lines],

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .run import Run
 
 BUSY = ("in_progress", "review")
+PLACEHOLDER = "(To be completed)"
 CLOSED = ("complete", "failed", "blocked")
 
 
@@ -45,4 +46,30 @@ def settle_tasks(manager: "TaskStateManager", run: "Run") -> list[str]:
             said.append(f"task {task['id']} stays {current}: could not set it back to {back}: {e}")
             continue
         said.append(f"task {task['id']}: {current} -> {back} (the run ended before the workflow closed it)")
+    return said
+
+
+def withdraw_claims(manager: "TaskStateManager", task: dict) -> list[str]:
+    """A task the run failed claims nothing it did not prove: the criteria its agents ticked in the
+    run are unticked, and a chain output they wrote where the file had none is taken out, so
+    nothing downstream reads it (`task` is the run state's entry, with what the file held before).
+    Returns what was withdrawn, in words; the caller commits with the status."""
+    from ..document import apply_edits
+    from ..store import Outcome
+
+    task_id = task["id"]
+    doc = manager.load(task_id)
+    before = set(task.get("checkedBefore") or [])
+    ticked = [i for i, (_, _, checked, _, _) in enumerate(doc.criteria_lines, 1) if checked and i not in before]
+    said = []
+    if ticked:
+        manager.set_checked(task_id, ticked, False)
+        said.append(f"criteria {', '.join(map(str, ticked))} unticked")
+    if task.get("chainOutputBefore") is None and not manager.load(task_id).chain_output_is_placeholder:
+        with manager.changing([task_id], Outcome(task_id)) as pending:
+            doc = manager.load(task_id, pending.files)
+            region = doc.sections.get("chain_output")
+            if region is not None:
+                pending.files.write(manager.path(task_id), apply_edits(doc.text, [doc.replace_content(region, PLACEHOLDER)]))
+                said.append("its chain output taken out")
     return said

@@ -187,6 +187,15 @@ class Workflow:
     path: str | None = None  # None for the built-in
     hash: str = ""  # sha256 of the file's bytes (or of the built-in text): which workflow a run used
 
+    def untested_warning(self) -> str | None:
+        """Why this workflow can accept a task whose tests fail, if it can: no edge's condition
+        reads the test result (`coderOutput.selfValidation` or `validation`). Python logic is its
+        own business."""
+        if self.spec or any(e.when and ("selfValidation" in e.when or "validation" in e.when) for e in self.edges):
+            return None
+        return (f"workflow {self.name!r} can accept a task whose tests fail: no condition reads "
+                "coderOutput.selfValidation.passed or validation.passed (a task accepted so is logged as untested)")
+
     def edges_from(self, role: str) -> tuple[Edge, ...]:
         """The edges tried after `role` finishes, in the order they are tried."""
         return tuple(e for e in self.edges if e.from_ == role)
