@@ -19,17 +19,16 @@ state's shape here; the edges' own checks do that.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
-
-if TYPE_CHECKING:
-    from .workflow import Edge, _EdgeLines, _Problems
+import json
+from typing import Any, Mapping, Sequence
 
 TEST_KEYS = ("it", "name", "edge", "when", "state", "expect")
 
 
-def check_tests(tables: Any, lines: Sequence["_EdgeLines"], edges: Sequence["Edge"], problems: "_Problems",
-                line: int) -> None:
-    """Every test's problem added to `problems`: malformed, or its condition gives another answer."""
+def check_tests(tables: Any, lines: Sequence[Any], edges: Sequence[Any], problems: Any, line: int) -> None:
+    """Every test's problem added to `problems` (`.add(message, line)`): malformed, or its condition
+    gives another answer. `lines`: each `[[tests]]` table's header line and key lines; `edges`: the
+    workflow's edges (`.id`, `.when`)."""
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         problems.add("`tests` must be `[[tests]]` tables", line)
         return
@@ -41,7 +40,7 @@ def check_tests(tables: Any, lines: Sequence["_EdgeLines"], edges: Sequence["Edg
         _check_one(table, index, by_id, problems, header, line_of)
 
 
-def _check_one(table: Mapping[str, Any], index: int, edges: Mapping[str, "Edge"], problems: "_Problems",
+def _check_one(table: Mapping[str, Any], index: int, edges: Mapping[str, Any], problems: Any,
                header: int, line_of) -> None:
     name = table.get("it") or table.get("name") or f"test {index + 1}"
     for key in table:
@@ -83,10 +82,8 @@ def _check_one(table: Mapping[str, Any], index: int, edges: Mapping[str, "Edge"]
                      f"{str(expect).lower()}", line_of("expect") if "expect" in table else header)
 
 
-def _evaluate(expression: str, state: Mapping[str, Any], name: str, problems: "_Problems", line: int) -> bool | None:
+def _evaluate(expression: str, state: Mapping[str, Any], name: str, problems: Any, line: int) -> bool | None:
     import jsonata
-
-    from .workflow import _show
 
     try:
         value = jsonata.Jsonata(expression).evaluate(state, {})
@@ -97,3 +94,10 @@ def _evaluate(expression: str, state: Mapping[str, Any], name: str, problems: "_
         problems.add(f"test `{name}`: `{expression}` gives {_show(value)}, not true or false", line)
         return None
     return value
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "nothing (a field on its path is missing or null)"
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import SpecfluxError
 from ..render import now_stamp
 from .decisions import AgentErrorInfo
+from .evidence import expects_change, task_unchanged, unjudged, work_tree_fingerprint
 
 if TYPE_CHECKING:
     import threading
@@ -136,9 +137,9 @@ class Roles:
         timed_out = failure is not None and failure.type == "TIMEOUT"
         if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
             return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
-        tree = _tree(self.manager)
-        unchanged = not timed_out and _task_unchanged(self.manager, self.run.id, task_id) \
-            and _expects_change(self.manager, task_id)
+        tree = work_tree_fingerprint(self.manager)
+        unchanged = not timed_out and task_unchanged(self.manager, self.run.id, task_id) \
+            and expects_change(self.manager, task_id)
         validation = None if timed_out or unchanged else self._run_tests()
         if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
             checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
@@ -278,7 +279,7 @@ class Roles:
         if failure is not None:
             return StepResult("ERROR", None, usage=done["usage"], duration_ms=_ms(started), error=failure)
         review = done["review"]
-        refused = _unjudged(review, self.manager, task_id)
+        refused = unjudged(review, self.manager, task_id)
         if review is None or refused:
             why = refused or f"the reviewer handed in no verdict ({done['error'] or done['stop']})"
             review = {"approved": False, "criteriaResults": (review or {}).get("criteriaResults", []),
@@ -416,86 +417,6 @@ def _ms(started: float) -> int:
 def _code_summary(report) -> str:
     files = [p for p in report.changed if not p.startswith(".specflux/")]
     return (f"commit {report.commit[:12]}: " if report.commit else "") + (", ".join(files) or "no files changed")
-
-
-def _task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str) -> bool:
-    """Whether the task's coder attempts in this run, together, changed nothing outside
-    `.specflux/`: from before its first attempt's commit to the tree as it is now (the diff the
-    reviewer is shown). A retry that adds nothing to earlier work is not "no change"."""
-    git = manager.git
-    if git is None:
-        return False  # nothing to compare with: the tests and the review decide
-    from ..vcs import _run
-
-    commits = git.find_commits({"Specflux-Run": run_id, "Specflux-Task": task_id, "Specflux-Role": "coder"})
-    root = manager.ws.root
-    outside = ("--", ".", ":(exclude).specflux")
-    if commits:
-        base = commits[-1].sha + "^"
-        if _run(("rev-parse", "--verify", "-q", base), root).returncode != 0:
-            return False  # the first attempt is the repository's first commit
-        if _run(("diff", "--quiet", base, "HEAD", *outside), root).returncode != 0:
-            return False
-    dirty = _run(("status", "--porcelain", "--untracked-files=all", *outside), root)
-    return dirty.returncode == 0 and not dirty.stdout.strip()
-
-
-def _expects_change(manager: "TaskStateManager", task_id: str) -> bool:
-    """Whether the task needs a change in the repository (all do, unless their metadata says
-    `"expects_change": false`: an investigation, a decision written down in the task file)."""
-    try:
-        return manager.load(task_id).metadata.get("expects_change", True) is not False
-    except SpecfluxError:
-        return True
-
-
-def _unjudged(review: dict[str, Any] | None, manager: "TaskStateManager", task_id: str) -> str | None:
-    """Why `review` (as the session summary holds it) cannot stand: it does not judge each of the
-    task's own criteria. However it reached the run (a tool, `submit-review`, a hand-in file the
-    agent wrote itself), a verdict on criteria the task does not have completes nothing."""
-    if not review:
-        return None
-    from ..agent.handin import CriterionResult, HandinError, Review, check_judged
-
-    try:
-        results = [CriterionResult(criterion=str(r.get("criterion", "")), met=bool(r.get("met")))
-                   for r in review.get("criteriaResults") or []]
-        criteria = [item[3] for item in manager.load(task_id).criteria_lines]
-        check_judged(Review(approved=bool(review.get("approved")), criteria_results=results), criteria)
-    except HandinError as e:
-        return f"the review was refused: {e.message}"
-    except (SpecfluxError, ValueError) as e:
-        return f"the review could not be checked: {e}"
-    return None
-
-
-def _tree(manager: "TaskStateManager") -> str | None:
-    """A fingerprint of the work tree (`.specflux/` aside): the commit's tree plus the content of
-    every file git reports changed or untracked. The same fingerprint before and after an attempt
-    means it changed nothing; the same after two attempts, that they left the same tree."""
-    git = manager.git
-    if git is None:
-        return None
-    import hashlib
-
-    from ..vcs import _run
-
-    root = manager.ws.root
-    done = _run(("ls-tree", "HEAD"), root)
-    if done.returncode != 0:
-        return None
-    digest = hashlib.sha256()
-    for line in done.stdout.splitlines():
-        if not line.endswith("\t.specflux"):
-            digest.update(line.encode() + b"\n")
-    dirty = _run(("status", "--porcelain", "-z", "--untracked-files=all", "--", ".", ":(exclude).specflux"), root)
-    for entry in sorted(e for e in dirty.stdout.split("\0") if e):
-        digest.update(entry.encode() + b"\0")
-        try:
-            digest.update((root / entry[3:]).read_bytes())
-        except OSError:  # deleted, a folder, a rename's old name: its status line says enough
-            pass
-    return digest.hexdigest()[:16]
 
 
 def _api_failure(done: dict[str, Any]) -> AgentErrorInfo | None:
