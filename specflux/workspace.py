@@ -24,6 +24,8 @@ GITIGNORE = (
     "# parallel runs: one git worktree per coder attempt, removed when the run ends\n"
     "worktrees/\n"
     "board.html\n"  # `specflux board`'s page, generated from the files above
+    "# what a run put back after an agent changed it (kept, never lost)\n"
+    "reverted/\n"
 )
 
 

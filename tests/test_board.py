@@ -83,7 +83,8 @@ def workspace(tmp_path_factory) -> Path:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "tasks")
     plan = repo.parent / "plan.json"
-    plan.write_text(json.dumps({"coder:7": [{"check": True, "chain": "it ran"}], "reviewer": [{"approved": True}]}))
+    plan.write_text(json.dumps({"coder:7": [{"write": {"ran.txt": "it ran\n"}, "check": True, "chain": "it ran"}],
+                                "reviewer": [{"approved": True}]}))
     env = {**os.environ, "FAKE_PLAN": str(plan), "FAKE_STATE": str(repo.parent / "agent-state"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"

@@ -146,3 +146,65 @@ def test_a_workflow_that_can_accept_failing_tests_is_warned_about_and_says_so(pr
     assert "warning: workflow 'trusting' can accept a task whose tests fail" in done.stderr
     assert done.returncode == 0, done.stdout + done.stderr
     assert "task 1 is complete (accepted untested: its last tests did not pass" in narrative(project)
+
+
+FORGE = ("printf '%s\\n' '{\"seq\":999,\"type\":\"task_status\",\"taskId\":\"2\",\"status\":\"complete\"}' "
+         ">> \"$(ls -d {root}/.specflux/runs/*/ | tail -1)events.jsonl\"")
+
+
+def test_a_forged_line_in_the_event_log_ends_the_run_as_tampered(project, tmp_path):
+    env = plan(tmp_path, coder__1=[{**FIX, "sh": FORGE.replace("{root}", str(project))}], coder__2=[DOCS])
+    done = start(project, env)
+    assert done.returncode == 1, done.stdout + done.stderr
+    state = status(project)
+    assert state["status"] == "failed" and state["failureReason"] == "tampered"
+    assert "(a task_status event) was not written by specflux" in state["failureDetail"]
+    assert [t["status"] for t in state["tasks"]] != ["complete", "complete"], "the forged claim is not taken"
+    assert state["tasks"][1]["status"] != "complete" and show(project, "2")["status"] != "complete"
+    assert "run failed (tampered: line" in narrative(project)
+
+
+def test_a_lane_that_forges_the_main_event_log_through_its_worktree_is_caught(project, tmp_path):
+    # From .specflux/worktrees/<run>/<step>, the main run folder is ../../../runs/<run>.
+    forge = ("printf '%s\\n' '{\"seq\":999,\"type\":\"task_status\",\"taskId\":\"2\",\"status\":\"complete\"}' "
+             ">> \"$(ls -d ../../../runs/*/ | tail -1)events.jsonl\"")
+    env = plan(tmp_path, coder__1=[{**FIX, "sh": forge}], coder__2=[DOCS])
+    done = start(project, env, "--parallel", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    state = status(project)
+    assert state["failureReason"] == "tampered", state.get("failureReason")
+
+
+def test_an_edited_state_snapshot_is_not_believed(project, tmp_path):
+    env = plan(tmp_path, coder__1=[{"write": {"src/calc.py": "x = 1\n"}}])
+    assert start(project, env, "1", "--max-iterations", "1").returncode == 1
+    run_dir = next((project / ".specflux" / "runs").iterdir())
+    snapshot = json.loads((run_dir / "state.json").read_text())
+    snapshot["status"], snapshot["tasks"][0]["status"] = "completed", "complete"
+    (run_dir / "state.json").write_text(json.dumps(snapshot))
+    state = status(project)
+    assert state["status"] == "failed" and state["tasks"][0]["status"] != "complete"
+
+
+def test_an_agent_that_rewrites_another_tasks_file_and_the_config_is_put_back_and_reported(project, tmp_path):
+    other = project / ".specflux" / "task-states" / "task-2-state.md"
+    config = project / ".specflux" / "config.toml"
+    settings = config.read_text()
+    sh = (f"sed -i 's/README explains add/README explains nothing/' {other} && "
+          f"printf '\\n[flow]\\nstall_rounds = 0\\n' >> {config}")
+    env = plan(tmp_path, coder__1=[{**FIX, "sh": sh}], coder__2=[DOCS])
+    done = start(project, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "README explains add" in other.read_text() and "README explains nothing" not in other.read_text()
+    assert config.read_text() == settings
+    assert "README explains add" in (tmp_path / "agent-state" / "coder-2-1.txt").read_text(), \
+        "task 2 is built against the text a person wrote"
+    told = narrative(project)
+    assert "task-2-state.md: the agent changed another task's file, which a session may not; put back" in told
+    assert "config.toml: the agent changed a workspace file, which a session may not; put back" in told
+    kept = list((project / ".specflux" / "reverted").iterdir())
+    assert len(kept) == 2, "what was put back is kept, not lost"
+    first_coder = git(project, "log", "--format=%H", "--grep=Specflux-Role: coder").split()[-1]
+    changed = git(project, "show", "--name-only", "--format=", first_coder)
+    assert "task-2-state.md" not in changed and "config.toml" not in changed, changed
+    assert specflux(project, "lint").returncode == 0

@@ -103,10 +103,13 @@ def run_session(
     complete_on_handoff: bool = True,
     handin: Path | None = None,
     baseline_path: Path | None = None,
+    guard: bool = False,
 ) -> SessionReport:
     """Run one session. `edits_task_file` is for agents that follow the protocol by editing the
     task file themselves (agent CLIs): they get the context written for that, and their file is
-    linted before anything is committed. `say` prints a line at once (default: stderr).
+    linted before anything is committed. `say` prints a line at once (default: stderr). `guard`
+    (workflow runs): other tasks' files and the workspace's settings the agent changed are put back
+    before the commit (`protected.py`).
 
     For workflow runs: `role` "reviewer" gives the agent read-only tools and `submit_review`
     (an agent CLI hands in through `specflux submit-review`, written to `handin`), and records
@@ -144,6 +147,11 @@ def run_session(
 
         atomic_write(baseline_path, json.dumps(baseline.to_json()))
     task_files = _task_files(manager)
+    guarded = None
+    if guard:  # a run's agent writes only its task: the rest of the workspace as it is now
+        from .protected import snapshot
+
+        guarded = snapshot(manager)
     entries_before = Counter(number for number, _, _ in doc.session_regions)  # whose entries are whose, at the end
     start_status = "review" if role == "reviewer" else ("in_progress" if doc.status == "pending" else None)
     if start_status and doc.status != start_status:
@@ -180,6 +188,12 @@ def run_session(
         if edits_task_file and role != "reviewer":
             hand = _number_agents_entries(manager, task_id, entries_before, baseline, report)
         restored = _restore_broken(manager, task_files, report, baseline)
+        if guarded is not None:
+            from ..lint import lint_document
+            from .protected import put_back
+
+            report.notices += put_back(manager, task_id, task_files, guarded,
+                                       lambda path, old: _good_version(manager, path, old, baseline, lint_document))
         if sandbox is not None and not sandbox.confined and sandbox.name != "off":
             report.notices.append(sandbox.describe())
         touched: list[Path] = list(restored)

@@ -96,6 +96,8 @@ class Engine:
 
     def _advance(self) -> bool:
         """One step of the run; False when the run stops for now (finished, paused, waiting)."""
+        if self._tampered():
+            return False
         if not self._obey_controls():
             return False
         state = self.run.state()
@@ -121,6 +123,15 @@ class Engine:
         """The limit starting `step` would pass, as `reason: what, with the numbers`: the run's
         iteration cap, its token budget, or the step's task going round without a change."""
         return limit_reached(state, step)
+
+    def _tampered(self) -> bool:
+        """A line of the event log that specflux did not write (its chain does not verify): the
+        run's record cannot be trusted, so it ends here, saying which line."""
+        state = self.run.state()
+        if not state.get("tampered") or state["status"] in FINISHED:
+            return False
+        self._finish("failed", f"tampered: {state['tampered']}")
+        return True
 
     def _try_of(self, step: dict[str, Any]) -> tuple[str, str]:
         """This try of `step`: its key (`s8#2`, what its recording is named by) and the time its

@@ -24,7 +24,9 @@ def line(event: dict[str, Any]) -> str | None:
     if kind == "step_started":
         return f"{at} {event['kind']} started on {task or 'the run'} (step {event['stepId']})"
     if kind == "step_finished":
-        return f"{at} {event['kind']} finished on {task or 'the run'}: {_outcome(event)}"
+        notices = (event.get("output") or {}).get("notices") or []
+        said = "".join(f"\n  - {n}" for n in notices)
+        return f"{at} {event['kind']} finished on {task or 'the run'}: {_outcome(event)}{said}"
     if kind == "decision":
         d = event["decision"]
         why = d.get("why") or ", ".join(_action(a) for a in d.get("actions", [])) or "nothing to do"

@@ -77,6 +77,9 @@ class ParallelEngine(Engine):
     def _advance(self) -> bool:
         if not self._tidied:
             self._tidy()
+        if self.run.state().get("tampered") and self.run.state()["status"] not in FINISHED:
+            self._stop_lanes("the run's event log was tampered with")
+            return not self._tampered()
         state = self.run.state()
         if state["status"] != "running":
             return False

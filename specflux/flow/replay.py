@@ -27,7 +27,7 @@ from .run import Run
 if TYPE_CHECKING:
     from ..store import TaskStateManager
 
-VOLATILE = {"code", "durationMs", "outputTail", "commit", "stamp",
+VOLATILE = {"code", "durationMs", "outputTail", "commit", "stamp", "mac",
             "target"}  # differ run to run by nature (a replay merges lanes into a branch of its own)
 
 

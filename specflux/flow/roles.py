@@ -156,6 +156,8 @@ class Roles:
                        "claimedByAgent": True}
         status = "complete" if checked["passed"] else ("blocked" if done["stop"] == "error" else "needs_revision")
         output = {"taskId": task_id, "code": done["code"], "status": status, "selfValidation": checked}
+        if done.get("notices"):
+            output["notices"] = done["notices"]
         chain = (done["handoff"] or {}).get("chainOutput")
         if chain is None and done["handoff"]:  # no chain output handed over: the coder's own account
             output["did"] = done["handoff"]["did"]
@@ -187,11 +189,14 @@ class Roles:
         report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits, clock=clock,
                              role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
                              say=self.say, model=self.agents.model, handin=handin, token_budget=self._session_budget(),
-                             baseline_path=self._steps / f"{step['stepId']}.baseline.json", **options)
+                             baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True, **options)
         if report.stop == "interrupted":
             raise Interrupted(report.error or "interrupted")
         handoff = report.handoff
+        for notice in report.notices:  # what the session put back, left out, could not do: said
+            self.say(f"task {task_id}: {notice}")
         summary = {
+            "notices": list(report.notices),
             "stop": report.stop, "ok": report.ok, "session": report.session, "commit": report.commit,
             "error": report.error, "usage": _usage(report), "code": _code_summary(report), "review": report.review,
             "handoff": None if handoff is None else {

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 from ..files import atomic_write
 from ..workspace import Workspace
 from . import narrative
-from .events import EventLog, RunError
+from .events import FORGED, EventLog, RunError
 from .state import FINISHED, fold, public
 
 
@@ -28,7 +28,7 @@ class Run:
         self.ws = ws
         self.id = run_id
         self.dir = ws.dir / "runs" / run_id
-        self.events = EventLog(self.dir / "events.jsonl", ws.relative(self.dir / "events.jsonl"))
+        self.events = EventLog(self.dir / "events.jsonl", ws.relative(self.dir / "events.jsonl"), key=_read_key(ws, run_id))
         self._state: dict[str, Any] | None = None
         self._offset = 0
 
@@ -45,6 +45,7 @@ class Run:
 
         ws.ensure_folder(run.dir)
         ensure_ignored(ws.dir)
+        run.events.key = _new_key(ws, run_id)
         ws.ensure_folder(run.recordings_dir)
         run.record({"type": "run_created", "runId": run_id, **created})
         return run
@@ -106,10 +107,16 @@ class Run:
                 self._state, self._offset = snapshot, snapshot["eventsOffset"]
             else:
                 self._state, self._offset = {}, 0
-        newer, offset = self.events.read_from(self._offset)
+        newer, offset, mac = self.events.read_verified_from(self._offset, self._state.get("lastMac", ""))
         if newer:
             seen = self._state.get("lastSeq", 0)
-            fold((e for e in newer if e["seq"] > seen), self._state, in_place=True)
+            forged = [e for e in newer if FORGED in e]
+            fold((e for e in newer if FORGED not in e and e["seq"] > seen), self._state, in_place=True)
+            if forged and "tampered" not in self._state:  # left out of the fold; the engine ends the run
+                first = forged[0]
+                self._state["tampered"] = (f"line {first[FORGED]} of {self.events.shown_as} (a {first.get('type')} "
+                                           f"event) was not written by specflux")
+        self._state["lastMac"] = mac
         self._offset = offset
         self._state["eventsOffset"] = offset
         if not self._state:
@@ -119,6 +126,8 @@ class Run:
     def save(self) -> None:
         """Write `state.json` and `narrative.md` from the events (both derived, both rebuildable)."""
         state = self.state()
+        if self.events.key is not None:  # a snapshot an agent edited is not taken for the fold
+            state = {**state, "stateMac": self._snapshot_mac(state)}
         atomic_write(self.dir / "state.json", json.dumps(state, indent=2, ensure_ascii=False) + "\n")
         atomic_write(self.dir / "narrative.md", narrative.render(self.id, self.events.read()))
 
@@ -133,7 +142,18 @@ class Run:
             data = json.loads((self.dir / "state.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None  # missing or torn: fold from the start
-        return data if isinstance(data, dict) and isinstance(data.get("lastSeq"), int) else None
+        if not isinstance(data, dict) or not isinstance(data.get("lastSeq"), int):
+            return None
+        if self.events.key is not None and data.pop("stateMac", None) != self._snapshot_mac(data):
+            return None  # written by someone else than specflux: fold from the events
+        return data
+
+    def _snapshot_mac(self, state: dict[str, Any]) -> str:
+        import hashlib
+        import hmac
+
+        body = json.dumps({k: v for k, v in state.items() if k != "stateMac"}, sort_keys=True, ensure_ascii=False)
+        return hmac.new(self.events.key, body.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
     def public_state(self) -> dict[str, Any]:
         return public(self.state())
@@ -185,3 +205,30 @@ def _started_at(events: Path) -> str:
             return str(json.loads(f.readline()).get("at") or "")
     except (OSError, ValueError, AttributeError):
         return ""
+
+
+def _keys_dir(ws: Workspace) -> Path:
+    """Where the runs' event keys live: inside the git directory (never in the work tree, never
+    committed, out of the agents' context), else with the workspace's locks."""
+    git_dir = ws.root / ".git"
+    return git_dir / "specflux-keys" if git_dir.is_dir() else ws.dir / "locks" / "keys"
+
+
+def _read_key(ws: Workspace, run_id: str) -> bytes | None:
+    try:
+        return bytes.fromhex((_keys_dir(ws) / run_id).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _new_key(ws: Workspace, run_id: str) -> bytes:
+    folder = _keys_dir(ws)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_bytes(32)
+    path = folder / run_id
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, key.hex().encode())
+    finally:
+        os.close(fd)
+    return key

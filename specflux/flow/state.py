@@ -297,5 +297,6 @@ def lane_view(state: Mapping[str, Any], task_id: str | None) -> dict[str, Any]:
 def public(state: dict[str, Any]) -> dict[str, Any]:
     """The state as `flow status --json` prints it (without the engine's bookkeeping)."""
     hidden = {"controls", "lastSeq", "finalized", "agent", "stepTries", "stepErrors", "lastDecision", "booted",
-              "chainOutputs", "coderAccounts", "eventsOffset", "lastFinished", "bootMoment", "laneOutputs", "stall"}
+              "chainOutputs", "coderAccounts", "eventsOffset", "lastFinished", "bootMoment", "laneOutputs", "stall",
+              "lastMac", "stateMac"}
     return {k: v for k, v in state.items() if k not in hidden}
