@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from .crashpoint import crash_point
 from .errors import ParseError, SpecfluxError
 
 _UMASK = os.umask(0)
@@ -92,13 +93,14 @@ def atomic_write(path: Path, text: str) -> None:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = 0o666 & ~_UMASK
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
+        crash_point(f"atomic:{path.name}")
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -107,6 +109,34 @@ def atomic_write(path: Path, text: str) -> None:
             pass
         raise
     _fsync_dir(path.parent)
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove the temporary files of `path` that a killed process left behind (atomic_write's
+    `.NAME.PID.xxxx.tmp`, whose process is gone); the file itself was never half written."""
+    prefix = f".{path.name}."
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(path.parent / name)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -256,6 +286,8 @@ class ChangeSet:
         try:
             for path, before in todo:
                 self._originals[path] = before
+                if ".specflux" not in path.parts:  # the user's own file (a write-back's source): what a
+                    remove_stale_temps(path)  # kill left beside it would show in their `git status`
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     atomic_write(path, self.pending[path])
@@ -263,6 +295,7 @@ class ChangeSet:
                     del self._originals[path]
                     raise os_error(e, self.shown(path)) from None
                 changed.append(path)
+                crash_point(f"wrote:{path.name}")
             for path in self.removed:
                 try:
                     self._originals[path] = path.read_bytes()

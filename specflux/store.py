@@ -534,7 +534,7 @@ class TaskStateManager:
             files.write(self.ws.root / rel, text)
 
         changed = write_back(source, task_id, read, write)
-        if refused:
+        if refused and changed:  # (a source ticked already is handed on unchanged: nothing to refuse)
             outcome.notices.append(f"task {task_id} is not ticked in {changed}: {refused[0]}")
         elif changed:
             outcome.notices.append(f"ticked task {task_id} in {changed}")

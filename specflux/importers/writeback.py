@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any, Mapping
 
+from ..crashpoint import crash_point
+
 _BOX = re.compile(r"\[ \]")
 
 
@@ -75,7 +77,11 @@ def _span_of_element(text: str, data: Any, index: int) -> tuple[int, int]:
 
 def write_back(source: Mapping[str, Any], task_id: str, read, write) -> str | None:
     """Tick `task_id` in its source (metadata `source`), through `read(path) -> text` and
-    `write(path, text)`; returns the source's path when it changed."""
+    `write(path, text)`; returns the source's path when it changed.
+
+    Idempotent: a source already ticked is written as it is (no byte changes; the caller's
+    commit takes it along), which is what a completion resumed after a kill between its write
+    and its commit needs: the tick on disk, uncommitted, lands in the completion's commit."""
     path = source.get("path")
     fmt = source.get("format")
     if not path or fmt not in ("spec-kit", "harness"):
@@ -93,7 +99,11 @@ def write_back(source: Mapping[str, Any], task_id: str, read, write) -> str | No
             new = None
     else:
         new = None
-    if new is None or new == text:
+    if new is None:
         return None
+    if new == text:  # ticked already: by this completion before a kill cut it short of its commit
+        write(path, text)  # (or by hand): handed on unchanged, so that the completion's commit has it
+        return None
+    crash_point("writeback:before-write")
     write(path, new)
     return path
