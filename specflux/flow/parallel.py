@@ -17,12 +17,15 @@ When the run ends, all of its worktrees and branches are removed.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..crashpoint import ENV as CRASH_ENV
+from ..crashpoint import crash_point
 from ..errors import SpecfluxError
 from .decisions import AgentErrorInfo, Decision
 from .engine import POLL_S, Engine
@@ -428,6 +431,22 @@ class ParallelEngine(Engine):
         removed = self.worktrees.clean(keep=keep, keep_branches=branches)
         if removed:
             self.say(f"removed {len(removed)} worktree(s) and branch(es) no step needs")
+
+    def _finish(self, status: str, reason: str | None) -> None:
+        """As the sequential engine's, the lanes' worktrees and branches removed first: a kill
+        while they are removed leaves a run that has not ended, which `flow resume` tidies and ends."""
+        if not self.running:
+            self.worktrees.clean()
+        super()._finish(status, reason)
+
+    def _record(self, event: dict[str, Any]) -> None:
+        """As the sequential engine's; `SPECFLUX_CRASH_AT=event:TYPE[:WHAT]` kills the process
+        just before the event is appended (tests of `kill -9` between an effect and its record)."""
+        if os.environ.get(CRASH_ENV):
+            deciding = self._deciding or {}
+            what = event.get("kind") or event.get("status") or (deciding.get("kind") if event["type"] == "decision" else None)
+            crash_point(f"event:{event['type']}" + (f":{what}" if what else ""))
+        super()._record(event)
 
     def _handled(self, *actions: str) -> None:
         for control in list(self.run.state()["controls"]):

@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..crashpoint import crash_point
 from ..errors import GitError, UsageError
 from ..vcs import _run
 
@@ -125,12 +126,16 @@ class Worktrees:
                            f"{'branch ' + head if head else 'a detached HEAD'} checked out: check out {target}, "
                            "then `flow resume`")
         before = self.tip(f"refs/heads/{target}")
+        landed = self._landed(branch, before)
+        if landed is not None:  # merged before a kill cut the run short of recording it: not made again
+            return MergeResult(True, commit=landed, reason="already merged")
         scratch = self.home / "_merge"
         if scratch.exists():
             self._remove_worktree(scratch)
         done = self._git("worktree", "add", "-q", "--detach", str(scratch), before)
         if done.returncode != 0:
             raise GitError(f"could not create the merge worktree: {done.stderr.strip()}", path=scratch)
+        crash_point("merge:scratch-made")
         try:
             merged = _run(("merge", "--no-ff", "--no-edit", "-m", message, branch), scratch)
             if merged.returncode != 0:
@@ -141,12 +146,24 @@ class Worktrees:
                           else merged.stderr.strip().splitlines()[-1] if merged.stderr.strip() else "git merge failed")
                 return MergeResult(False, conflicts=conflicts, reason=reason)
             commit = _run(("rev-parse", "HEAD"), scratch).stdout.strip()
+            crash_point("merge:committed")
         finally:
             self._remove_worktree(scratch)
         refused = self._advance(target, before, commit)
         if refused:
             return MergeResult(False, reason=refused)
         return MergeResult(True, commit=commit)
+
+    def _landed(self, branch: str, target_tip: str) -> str | None:
+        """The commit that brought `branch` into the target branch (at `target_tip`), when all of
+        it is there already: the merge commit whose second parent is the branch's tip, or the
+        target's tip when the branch has nothing of its own. None when something is to merge."""
+        tip = self.tip(branch)
+        if self._git("merge-base", "--is-ancestor", tip, target_tip).returncode != 0:
+            return None
+        merges = self._git("rev-list", "--merges", "--ancestry-path", "--reverse", "--parents",
+                           f"{tip}..{target_tip}").stdout.splitlines()
+        return next((line.split()[0] for line in merges if tip in line.split()[2:]), target_tip)
 
     def _advance(self, target: str, before: str, commit: str) -> str | None:
         """Fast-forward `target`, checked out in the user's worktree, from `before` to `commit`
@@ -157,6 +174,7 @@ class Worktrees:
         if done.returncode != 0:
             detail = " ".join(done.stderr.split())
             return f"the merged result could not be checked out in {self.root} ({detail[:300]})"
+        crash_point("merge:fast-forwarded")
         return None
 
     # ----------------------------------------------------------------- the end
@@ -177,6 +195,7 @@ class Worktrees:
                     continue
                 self.retire(path)
                 removed.append(str(path))
+                crash_point("clean:removed-one")
         self._git("worktree", "prune")
         kept = set(keep_branches) | {self._branch_at(p) for p in keep}
         listing = self._git("for-each-ref", "--format=%(refname:short)", f"refs/heads/{BRANCH_PREFIX}{self.run_id}/")
