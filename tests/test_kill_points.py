@@ -1,0 +1,196 @@
+"""`kill -9` where it hurts: a `--parallel` run killed in the middle of a lane's merge into the
+user's branch, and in the middle of ticking a spec-kit `tasks.md`, then `flow resume`.
+
+The kills are real SIGKILLs, made exactly at named points by `SPECFLUX_CRASH_AT`
+(specflux/crashpoint.py), plus a loop of kills at random moments. After each resume: the run
+completed as it would have, each lane's work is on the branch exactly once, `tasks.md` is ticked
+(byte-identical otherwise, committed), and no worktree, branch, hold or git lock is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import fake_agent_plan as plan
+from helpers import run
+from helpers import specflux_process as specflux
+
+AGENT = Path(__file__).resolve().parent / "fixtures" / "fake_flow_agent.py"
+
+TASKS_MD = (
+    "# Tasks: Fruit\r\n\r\n"  # CRLF: a tick keeps the file's own line endings
+    "## Phase 1: Core\r\n\r\n"
+    "- [ ] T001 [P] Write apples in APPLES.md\r\n"
+    "- [ ] T002 [P] Write pears in PEARS.md\r\n"
+    "- [ ] T003 [P] Write plums in PLUMS.md\r\n\r\n"
+    "## Notes\r\n\r\nKeep this line as it is.\r\n"
+)
+FRUIT = {"T001": "APPLES.md", "T002": "PEARS.md", "T003": "PLUMS.md"}
+
+
+@pytest.fixture
+def project(git_repo: Path, capsys) -> Path:
+    """Three independent tasks imported from a spec-kit tasks.md, committed."""
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    (git_repo / "tasks.md").write_bytes(TASKS_MD.encode())
+    code, out, err = run(capsys, git_repo, "import", str(git_repo / "tasks.md"))
+    assert code == 0, err
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "project")
+    return git_repo
+
+
+def fruit_plan(tmp_path: Path, sleep: float = 0.0) -> dict:
+    return plan(tmp_path, **{f"coder__{t}": [{"write": {name: f"{name[:-3].lower()}\n"}, "check": True,
+                                              "chain": f"{name} written", "sleep": sleep}]
+                             for t, name in FRUIT.items()})
+
+
+def agent_cmd() -> str:
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+
+
+def start(repo: Path, env: dict, crash_at: str | None) -> subprocess.CompletedProcess:
+    extra = {"SPECFLUX_CRASH_AT": crash_at} if crash_at else {}
+    return specflux(repo, "flow", "start", "--agent", "command", "--cmd", agent_cmd(), "--parallel", "2",
+                    env={**env, **extra}, timeout=180)
+
+
+def resume(repo: Path, env: dict) -> subprocess.CompletedProcess:
+    env = {**env, "SPECFLUX_CRASH_AT": ""}
+    return specflux(repo, "flow", "resume", env=env, timeout=180)
+
+
+def ticked(text: str, tasks=FRUIT) -> str:
+    for t in tasks:
+        text = text.replace(f"- [ ] {t} ", f"- [x] {t} ")
+    return text
+
+
+def ticked_or_not(repo: Path) -> None:
+    """Each line of tasks.md as it was imported, or that line ticked: never anything else."""
+    now = (repo / "tasks.md").read_bytes().decode().split("\r\n")
+    for before, after in zip(TASKS_MD.split("\r\n"), now, strict=True):
+        assert after in (before, ticked(before)), f"{after!r} is not {before!r} nor ticked"
+
+
+def assert_finished_cleanly(repo: Path) -> None:
+    state = json.loads(specflux(repo, "flow", "status", "--json").stdout)
+    assert state["status"] == "completed", state
+    log = git(repo, "log", "--format=%H %P%x09%s", "main").splitlines()
+    for task, name in FRUIT.items():
+        merges = [line for line in log if f"\tMerge task {task}:" in line]
+        assert len(merges) == 1, f"task {task} merged {len(merges)} times:\n" + "\n".join(log)
+        assert len(merges[0].split("\t")[0].split()) == 3, "a merge commit has two parents"
+        changed = git(repo, "log", "--format=%H", "--no-merges", "main", "--", name).split()
+        assert len(changed) == 1, f"{name} changed by {len(changed)} commits"
+        assert (repo / name).read_bytes() == f"{name[:-3].lower()}\n".encode()
+        completions = [line for line in log if f"\ttask {task}: complete" in line]
+        assert len(completions) == 1, f"task {task} completed {len(completions)} times"
+        meta = json.loads(specflux(repo, "show", task, "--json").stdout)["metadata"]
+        assert meta["status"] == "complete"
+    # tasks.md: every line ticked, nothing else changed, committed
+    assert (repo / "tasks.md").read_bytes() == ticked(TASKS_MD).encode()
+    assert subprocess.run(["git", "show", "HEAD:tasks.md"], cwd=repo, capture_output=True).stdout == \
+        ticked(TASKS_MD).encode()
+    no_leftovers(repo)
+    lint = specflux(repo, "lint")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def no_leftovers(repo: Path) -> None:
+    status = git(repo, "status", "--porcelain", "--untracked-files=all")
+    assert status == "", f"the work tree is not clean:\n{status}"
+    assert not (repo / ".specflux" / "worktrees").exists()
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert listed.count("worktree ") == 1, listed
+    assert git(repo, "branch", "--list", "specflux/*").strip() == ""
+    assert not list((repo / ".git").rglob("*.lock")), list((repo / ".git").rglob("*.lock"))
+    holds = repo / ".specflux" / "locks" / "holds"
+    assert not holds.is_dir() or not [p for p in holds.iterdir() if p.suffix == ".json"], list(holds.iterdir())
+    stray = [p for p in repo.rglob(".*.tmp")]
+    assert not stray, stray
+
+
+MERGE_POINTS = [
+    "merge:scratch-made",
+    "merge:committed",
+    "merge:fast-forwarded",
+    "event:step_finished:merge",
+    "event:decision:merge",
+    "merge:scratch-made@2",
+    "merge:committed@2",
+    "merge:fast-forwarded@2",
+    "merge:fast-forwarded@3",
+    "event:step_finished:merge@3",
+]
+WRITEBACK_POINTS = [
+    "writeback:before-write",
+    "wrote:task-T001-state.md",  # the task file written, tasks.md not yet
+    "atomic:tasks.md",  # tasks.md's new text in a temporary file, not renamed yet
+    "wrote:tasks.md",  # tasks.md written, the completion not committed
+    "wrote:tasks.md@2",
+    "wrote:tasks.md@3",  # the last task's tick written, not committed
+    "atomic:tasks.md@3",
+    "event:task_status:complete",  # the completion committed, not recorded
+    "event:task_status:complete@3",
+]
+END_POINTS = ["event:status:completed", "clean:removed-one"]
+
+
+@pytest.mark.parametrize("point", MERGE_POINTS + WRITEBACK_POINTS + END_POINTS)
+def test_kill_9_at_a_point_then_resume_finishes_the_run_as_it_would_have(project, tmp_path, point):
+    env = fruit_plan(tmp_path)
+    done = start(project, env, point)
+    assert done.returncode == -9, f"the process did not die at {point}: {done.returncode}\n{done.stderr}"
+    ticked_or_not(project)
+    done = resume(project, env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert_finished_cleanly(project)
+
+
+def test_kill_9_twice_in_a_row_at_the_same_merge(project, tmp_path):
+    env = fruit_plan(tmp_path)
+    assert start(project, env, "merge:fast-forwarded").returncode == -9
+    again = specflux(project, "flow", "resume", env={**env, "SPECFLUX_CRASH_AT": "merge:fast-forwarded,wrote:tasks.md"},
+                     timeout=180)
+    assert again.returncode == -9
+    done = resume(project, env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert_finished_cleanly(project)
+
+
+def test_kill_9_at_random_moments_then_resume(project, tmp_path):
+    """Real kills at random moments of a run whose coders answer at once (most of its time is
+    merges, completions and write-backs), resumed each time, until the run is done."""
+    env = fruit_plan(tmp_path)
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    kills = 0
+    command = ["flow", "start", "--agent", "command", "--cmd", agent_cmd(), "--parallel", "2"]
+    for _ in range(8):
+        proc = subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(project), *command],
+                                env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=rng.uniform(0.3, 1.5))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            kills += 1
+        command = ["flow", "resume"]
+        if json.loads(specflux(project, "flow", "status", "--json").stdout)["status"] == "completed":
+            break
+    else:
+        done = resume(project, env)
+        assert done.returncode == 0, done.stderr + done.stdout
+    time.sleep(0.2)
+    print(f"seed {seed}: {kills} kills")
+    assert_finished_cleanly(project)
