@@ -114,17 +114,25 @@ def atomic_write(path: Path, text: str) -> None:
 def remove_stale_temps(path: Path) -> None:
     """Remove the temporary files of `path` that a killed process left behind (atomic_write's
     `.NAME.PID.xxxx.tmp`, whose process is gone); the file itself was never half written."""
-    prefix = f".{path.name}."
+    _remove_stale(path.parent, f".{path.name}.")
+
+
+def remove_stale_temps_in(folder: Path) -> None:
+    """remove_stale_temps for every file in `folder` (one listing: a resume tidying up)."""
+    _remove_stale(folder, ".")
+
+
+def _remove_stale(folder: Path, prefix: str) -> None:
     try:
-        names = [n for n in os.listdir(path.parent) if n.startswith(prefix) and n.endswith(".tmp")]
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
     except OSError:
         return
     for name in names:
-        pid = name[len(prefix):].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        parts = name[:-len(".tmp")].rsplit(".", 2)  # .NAME, PID, mkstemp's random part
+        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid() or _alive(int(parts[1])):
             continue
         try:
-            os.unlink(path.parent / name)
+            os.unlink(folder / name)
         except OSError:
             pass
 
@@ -286,6 +294,7 @@ class ChangeSet:
         try:
             for path, before in todo:
                 self._originals[path] = before
+                crash_point(f"writing:{path.name}")
                 if ".specflux" not in path.parts:  # the user's own file (a write-back's source): what a
                     remove_stale_temps(path)  # kill left beside it would show in their `git status`
                 try:
