@@ -429,6 +429,13 @@ class ParallelEngine(Engine):
         keep = {Path(lane["worktree"]) for lane in needed}
         branches = {lane["branch"] for lane in needed} | {lane["previous"]["branch"] for lane in needed if lane.get("previous")}
         removed = self.worktrees.clean(keep=keep, keep_branches=branches)
+        from ..files import remove_stale_temps_in
+
+        states = self.manager.ws.states_dir.resolve().relative_to(self.worktrees.root.resolve())
+        lanes = [Path(lane["worktree"]) / states for lane in needed]
+        for folder in (self.run.dir, self.run.dir / "steps", self.manager.ws.states_dir, *lanes):
+            remove_stale_temps_in(folder)  # a kill mid-write left a temp file (in a lane, the crashed
+            # session's commit would take it into the branch, and the merge into the user's)
         if removed:
             self.say(f"removed {len(removed)} worktree(s) and branch(es) no step needs")
 
@@ -446,6 +453,9 @@ class ParallelEngine(Engine):
             deciding = self._deciding or {}
             what = event.get("kind") or event.get("status") or (deciding.get("kind") if event["type"] == "decision" else None)
             crash_point(f"event:{event['type']}" + (f":{what}" if what else ""))
+            super()._record(event)
+            crash_point(f"recorded:{event['type']}" + (f":{what}" if what else ""))
+            return
         super()._record(event)
 
     def _handled(self, *actions: str) -> None:
