@@ -202,3 +202,28 @@ def test_kill_9_at_random_moments_then_resume(project, tmp_path, round_):
         assert done.returncode == 0, done.stderr + done.stdout
     print(f"seed {seed}: {kills} kills")
     assert_finished_cleanly(project)
+
+
+def test_a_merge_that_landed_before_the_kill_is_not_made_again(git_repo):
+    """Worktrees.merge of a lane branch already in the user's branch (a kill after the
+    fast-forward, before the run recorded it): the merge commit that brought it in, no new one,
+    also after the user committed on top of it."""
+    from specflux.flow.worktrees import Worktrees
+
+    trees = Worktrees(git_repo, "run-x")
+    path, branch = trees.open("1", "s1", trees.tip("main"))
+    (path / "A.md").write_text("a\n")
+    git(path, "add", "A.md")
+    git(path, "commit", "-q", "-m", "lane work")
+    first = trees.merge(branch, "main", "Merge task 1")
+    assert first.merged and first.commit == trees.tip("main")
+    (git_repo / "B.md").write_text("b\n")  # the user goes on meanwhile
+    git(git_repo, "add", "B.md")
+    git(git_repo, "commit", "-q", "-m", "mine")
+    tip = trees.tip("main")
+    again = trees.merge(branch, "main", "Merge task 1")
+    assert again.merged and again.commit == first.commit and trees.tip("main") == tip
+    assert git(git_repo, "log", "--merges", "--format=%s").splitlines() == ["Merge task 1"]
+    assert not (trees.home / "_merge").exists()
+    trees.clean()
+    no_leftovers(git_repo)
