@@ -104,6 +104,10 @@ def _clone(source: Path, target: Path, base: str, run_id: str) -> None:
         if value:
             git("config", key, value, cwd=target)
     git("config", "commit.gpgsign", "false", cwd=target)
+    # a throw-away clone needs no housekeeping: without these, each of the replay's commits starts
+    # a `git maintenance run --auto` process (a sixth of a 100-step replay's git processes)
+    git("config", "maintenance.auto", "false", cwd=target)
+    git("config", "gc.auto", "0", cwd=target)
     for key in ("merge.specflux.name", "merge.specflux.driver"):  # git config is not cloned: lanes' merges need it
         value = subprocess.run(["git", "config", "--get", key], cwd=source, capture_output=True, text=True).stdout.strip()
         if value:
