@@ -25,11 +25,15 @@ class Where:
 
 def where(root: Path) -> Where | None:
     """The branch checked out at `root` and its commit (None outside git or before a first commit)."""
-    head = _run(("rev-parse", "--verify", "-q", "HEAD"), root)
-    if head.returncode != 0:
+    # one git process (the engine asks before and after every agent step): HEAD's sha, then the
+    # name it points at, shortened as `git symbolic-ref --short` does ("loose": `heads/x` only when
+    # a tag or such is also named x); "HEAD" when it is detached
+    done = _run(("rev-parse", "HEAD", "--abbrev-ref=loose", "HEAD", "--"), root)
+    lines = done.stdout.split("\n")
+    if done.returncode != 0 or len(lines) < 2 or not lines[0].strip():
         return None
-    branch = _run(("symbolic-ref", "-q", "--short", "HEAD"), root)
-    return Where(branch.stdout.strip() or None if branch.returncode == 0 else None, head.stdout.strip())
+    branch = lines[1].strip()
+    return Where(None if branch in ("", "HEAD") else branch, lines[0].strip())
 
 
 def check(root: Path, before: Where) -> str | None:
