@@ -30,8 +30,7 @@ def task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str) -> bo
     outside = ("--", ".", ":(exclude).specflux")
     if commits:
         base = commits[-1].sha + "^"
-        if _run(("rev-parse", "--verify", "-q", base), root).returncode != 0:
-            return False  # the first attempt is the repository's first commit
+        # exit 1: a change; 128: no `base` (the first attempt is the repository's first commit)
         if _run(("diff", "--quiet", base, "HEAD", *outside), root).returncode != 0:
             return False
     dirty = _run(("status", "--porcelain", "--untracked-files=all", *outside), root)
