@@ -14,6 +14,25 @@ from .errors import ParseError, SpecfluxError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+_durable = True  # fsync what is written; off only inside `not_durable()`
+
+
+@contextmanager
+def not_durable() -> Iterator[None]:
+    """Within the block, this process's writes (atomic_write, a run's event log) skip their fsyncs:
+    for a replay into a throw-away clone, which a crash leaves to be replayed again anyway. Each
+    write is still whole for readers (temporary file and rename, appends under a lock)."""
+    global _durable
+    was, _durable = _durable, False
+    try:
+        yield
+    finally:
+        _durable = was
+
+
+def durable() -> bool:
+    """Whether writes are fsynced (see `not_durable`)."""
+    return _durable
 
 
 def read_text(path: Path, shown_as: str | None = None) -> str:
@@ -99,7 +118,8 @@ def atomic_write(path: Path, text: str) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
             f.flush()
-            os.fsync(f.fileno())
+            if _durable:
+                os.fsync(f.fileno())
         crash_point(f"atomic:{path.name}")
         os.replace(tmp, path)
     except BaseException:
@@ -148,6 +168,8 @@ def _alive(pid: int) -> bool:
 
 
 def _fsync_dir(folder: Path) -> None:
+    if not _durable:
+        return
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # pragma: no cover - platforms without directory fds
