@@ -25,26 +25,32 @@ class Where:
 
 def where(root: Path) -> Where | None:
     """The branch checked out at `root` and its commit (None outside git or before a first commit)."""
-    # one git process (the engine asks before and after every agent step): HEAD's sha, then the
-    # name it points at, shortened as `git symbolic-ref --short` does ("loose": `heads/x` only when
-    # a tag or such is also named x); "HEAD" when it is detached
-    done = _run(("rev-parse", "HEAD", "--abbrev-ref=loose", "HEAD", "--"), root)
-    lines = done.stdout.split("\n")
-    if done.returncode != 0 or len(lines) < 2 or not lines[0].strip():
-        return None
-    branch = lines[1].strip()
-    return Where(None if branch in ("", "HEAD") else branch, lines[0].strip())
+    return _where(root)[0]
+
+
+def _where(root: Path) -> tuple[Where | None, list[str]]:
+    """`where`, and the parents of HEAD's commit, from one git process (the engine asks before
+    and after every agent step): HEAD's sha, its parents (`HEAD^@`), then the name HEAD points
+    at, shortened as `git symbolic-ref --short` does ("loose": `heads/x` only when a tag or such is
+    also named x), "HEAD" when it is detached; then the "--" that ends the list."""
+    done = _run(("rev-parse", "HEAD", "HEAD^@", "--abbrev-ref=loose", "HEAD", "--"), root)
+    lines = [line.strip() for line in done.stdout.split("\n")]
+    end = lines.index("--") if "--" in lines else -1
+    if done.returncode != 0 or end < 2 or not lines[0]:
+        return None, []
+    branch = lines[end - 1]
+    return Where(None if branch in ("", "HEAD") else branch, lines[0]), lines[1:end - 1]
 
 
 def check(root: Path, before: Where) -> str | None:
     """What the step did to the branch, in words, or None when it only moved it forward."""
-    now = where(root)
+    now, parents = _where(root)
     if now is None:
         return f"the repository has no HEAD any more (it was {before.head[:12]} on {before.branch or 'a detached HEAD'})"
     if before.branch and now.branch != before.branch:
         return (f"the agent checked out {now.branch or 'a detached HEAD'} ({now.head[:12]}); the run's branch is "
                 f"{before.branch}")
-    if now.head == before.head:
+    if now.head == before.head or before.head in parents:  # (one commit on top: the session's own)
         return None
     ancestor = _run(("merge-base", "--is-ancestor", before.head, now.head), root)
     if ancestor.returncode == 0:
