@@ -213,8 +213,6 @@ def test_kill_9_at_random_moments_then_resume(project, tmp_path, round_):
     assert_finished_cleanly(project, hold_files=True)
 
 
-@pytest.mark.xfail(strict=True, reason="`flow resume` refuses a run that has ended, so a kill after its last "
-                                       "event and before its history commit leaves the history uncommitted")
 def test_kill_9_after_the_run_ended_before_its_history_was_committed(project, tmp_path):
     env = fruit_plan(tmp_path)
     assert start(project, env, "recorded:status:completed").returncode == -9

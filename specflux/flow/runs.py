@@ -172,6 +172,8 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
     state = run.state()
     if state["status"] in FINISHED:
         _remove_lanes(manager, run)  # (a crash between the end of the run and its clean-up)
+        _commit_history(manager, run)  # (a crash between its last event and its history commit)
+        Holds(manager.ws).release(run.id)  # (and before its holds were given up)
         return state
     source = _created(run)["workflow"]
     flow = load_workflow(source.get("source") or state["workflow"], manager.ws.dir)
@@ -234,6 +236,22 @@ def _remove_lanes(manager: "TaskStateManager", run: Run) -> None:
         Worktrees(git.root, run.id).clean()
 
 
+def _commit_history(manager: "TaskStateManager", run: Run) -> None:
+    """Commit the run's history (events, state, narrative) if a crash left it uncommitted."""
+    git = manager.git
+    if git is None:
+        return
+    from ..vcs import _run
+
+    paths = [str(run.dir / name) for name in ("events.jsonl", "state.json", "narrative.md")]
+    run.save()
+    dirty = _run(("status", "--porcelain", "--", *paths), git.root)
+    if dirty.returncode == 0 and dirty.stdout.strip():
+        state = run.state()
+        why = state.get("failureReason")
+        run.commit(git, f"run {run.id}: {state['status']}" + (f" ({why})" if why else ""))
+
+
 def _created(run: Run) -> dict[str, Any]:
     first = run.events.read()[0]
     if first["type"] != "run_created":
@@ -253,6 +271,8 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
         raise UsageError(f"unknown control {action!r} (one of: {', '.join(CONTROLS)})")
     state = run.state()
     status = state["status"]
+    if status in FINISHED and action == "resume":  # nothing to run; what a crash left is tidied
+        return f"run {run.id} has ended ({status}); tidying up what a crash may have left"
     if status in FINISHED:
         raise UsageError(f"run {run.id} has ended ({status}); nothing to {action}")
     running = run.engine_running()
