@@ -257,6 +257,8 @@ def flow_status(args, manager_for) -> int:
         lines.append(f"  {safe(t['id']):<8} {word(t['status'], 11)} attempts {m.get('attempts', 0)}, reviews {m.get('reviews', 0)}, "
                      f"{m.get('inputTokens', 0)}/{m.get('outputTokens', 0)} tokens, {m.get('durationMs', 0) / 1000:.1f} s"
                      f"  {safe(t['title'])}")
+    for task_id, branch in (state.get("stoppedBranches") or {}).items():
+        lines.append(safe(f"  task {task_id}'s unfinished work is kept on {branch}"))
     print("\n".join(lines))
     return 0
 

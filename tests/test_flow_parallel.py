@@ -60,7 +60,8 @@ def context(tmp_path: Path, role: str, task: str, n: int) -> str:
 
 def no_lanes_left(repo: Path) -> None:
     assert not (repo / ".specflux" / "worktrees").exists()
-    assert git(repo, "branch", "--list", "specflux/*").strip() == ""
+    left = [b for b in git(repo, "branch", "--list", "specflux/*").split() if not b.startswith("specflux/stopped/")]
+    assert left == [], left
     listed = git(repo, "worktree", "list", "--porcelain")
     assert listed.count("worktree ") == 1, listed
 
@@ -495,3 +496,29 @@ def test_runs_started_in_one_second_are_ordered_by_their_first_event(tmp_path):
     second = Run.create(ws, {"tasks": []}, run_id="run-20260101-120000-0000")  # sorts first by name
     assert Run.ids(ws) == [first.id, second.id]
     assert Run.find(ws).id == second.id  # the latest
+
+
+def test_flow_stop_keeps_each_unfinished_lanes_work_on_a_branch(project, tmp_path):
+    half = "printf 'half done\\n' > {name} && sleep 30"
+    env = plan(tmp_path, coder__1=[{**APPLES, "sh": half.format(name="APPLES.md")}],
+               coder__2=[{**PEARS, "sh": half.format(name="PEARS.md")}])
+    proc = _background(project, env, "--parallel", "2", "1", "2")
+    state_dir = tmp_path / "agent-state"
+    _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
+    time.sleep(1)  # the agents have written their half
+    assert specflux(project, "flow", "stop").returncode == 0
+    proc.communicate(timeout=60)
+    state = status(project)
+    run_id = state["runId"]
+    assert state["status"] == "user_exit"
+    kept = state["stoppedBranches"]
+    assert kept == {"1": f"specflux/stopped/{run_id}/1", "2": f"specflux/stopped/{run_id}/2"}
+    assert git(project, "show", f"{kept['1']}:APPLES.md") == "half done\n", "uncommitted work committed and kept"
+    assert git(project, "show", f"{kept['2']}:PEARS.md") == "half done\n"
+    no_lanes_left(project)
+    assert task_status(project, "1") == "pending" and task_status(project, "2") == "pending"
+    shown = specflux(project, "flow", "status").stdout
+    assert f"task 1's unfinished work is kept on {kept['1']}" in shown
+    assert f"unfinished work kept: task 1 on {kept['1']}" in specflux(project, "flow", "log").stdout
+    resumed = specflux(project, "flow", "resume")
+    assert f"git merge {kept['1']}" in resumed.stderr, resumed.stderr

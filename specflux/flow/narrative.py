@@ -31,6 +31,8 @@ def line(event: dict[str, Any]) -> str | None:
         d = event["decision"]
         why = d.get("why") or ", ".join(_action(a) for a in d.get("actions", [])) or "nothing to do"
         return f"{at} decision: {why}" + (" (finalize)" if d.get("finalize") else "")
+    if kind == "lanes_kept":
+        return f"{at} unfinished work kept: " + ", ".join(f"task {t} on {b}" for t, b in event["branches"].items())
     if kind == "task_status":
         reason = f" ({event['reason']})" if event.get("reason") else ""
         return f"{at} task {event['taskId']} is {event['status']}{reason}"

@@ -90,6 +90,7 @@ class ParallelEngine(Engine):
         if "stop" in wanted:
             self._stop_lanes("stopped by `flow stop`")
             self._handled("stop", "pause")
+            self._keep_stopped()
             self._finish("user_exit", None)
             return False
         pausing = "pause" in wanted
@@ -457,6 +458,13 @@ class ParallelEngine(Engine):
             crash_point(f"recorded:{event['type']}" + (f":{what}" if what else ""))
             return
         super()._record(event)
+
+    def _keep_stopped(self) -> None:
+        """The unfinished lanes' work, kept on `specflux/stopped/<run>/<task>` before the lanes go."""
+        from .stopped import keep_lanes
+
+        for task_id, branch in keep_lanes(self.worktrees.root, self.run).items():
+            self.say(f"task {task_id}: its unfinished work is kept on {branch}")
 
     def _handled(self, *actions: str) -> None:
         for control in list(self.run.state()["controls"]):

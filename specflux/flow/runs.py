@@ -272,6 +272,10 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
     state = run.state()
     status = state["status"]
     if status in FINISHED and action == "resume":  # nothing to run; what a crash left is tidied
+        if state.get("stoppedBranches"):
+            from .stopped import how_to_go_on
+
+            return f"run {run.id} was stopped; {how_to_go_on(state['stoppedBranches'])}"
         return f"run {run.id} has ended ({status}); tidying up what a crash may have left"
     if status in FINISHED:
         raise UsageError(f"run {run.id} has ended ({status}); nothing to {action}")
@@ -287,15 +291,19 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
         if not running:  # no engine to obey it: end the run here
             seq = run.state()["controls"][-1]["seq"]
             run.record({"type": "control_handled", "control": seq})
+            kept = {}
             if manager is not None:
                 from .settle import settle_tasks
+                from .stopped import keep_lanes
 
                 settle_tasks(manager, run)
+                if (state.get("parallel") or 1) > 1 and manager.git is not None:
+                    kept = keep_lanes(manager.git.root, run)
             run.record({"type": "status", "status": "user_exit"})
             run.save()
             if manager is not None:
                 _remove_lanes(manager, run)
-            return "run stopped"
+            return "run stopped" + "".join(f"; task {t}'s unfinished work is kept on {b}" for t, b in kept.items())
         return "the run stops now (the step in flight is interrupted and records so)"
     if action in ("approve", "reject"):
         if state.get("pausedFor") != "approval" and not any(s["kind"] == "approval" and s["status"] == "WAITING"

@@ -261,6 +261,10 @@ def _lane_opened(state: dict, e: dict) -> None:
     state.setdefault("lanes", {})[e["taskId"]] = {k: e.get(k) for k in ("stepId", "worktree", "branch", "base", "previous")}
 
 
+def _lanes_kept(state: dict, e: dict) -> None:
+    state.setdefault("stoppedBranches", {}).update(e.get("branches") or {})
+
+
 def _task_changed(state: dict, e: dict) -> None:
     """The queue moved on to another task: its attempt count and the coder's output start over."""
     state["currentTaskIndex"] = e["index"]
@@ -281,6 +285,7 @@ _HANDLERS = {
     "task_status": _task_status,
     "task_changed": _task_changed,
     "lane_opened": _lane_opened,
+    "lanes_kept": _lanes_kept,
 }
 
 
