@@ -438,6 +438,8 @@ def test_a_reviewer_cannot_change_the_code_it_reviews(project, api, capsys):
     files = git(project, "show", "--name-only", "--format=", reviewer_commit["sha"]).split()
     assert files == [".specflux/task-states/task-1-state.md"], files
     assert git(project, "show", "HEAD:src/calc.py") == RIGHT, "the accepted code is the code that was validated"
+    kept = sorted(p.name.split("-", 2)[-1] for p in (project / ".specflux" / "reverted").iterdir())
+    assert kept == ["calc.py", "hack.txt"], "what was put back is kept (a person's edit meanwhile is never lost)"
 
 
 def test_without_a_handed_over_chain_output_the_coders_account_is_wired_not_the_verdict(project, api, capsys):

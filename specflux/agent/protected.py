@@ -79,18 +79,26 @@ def put_back(manager: "TaskStateManager", own_task: str, task_files: dict[Path, 
     return notices
 
 
+def keep_copy(manager: "TaskStateManager", path: Path, data: bytes | None = None) -> str:
+    """Keep `path`'s current bytes (or `data`) in `.specflux/reverted/` before it is put back;
+    returns the words that say where (empty when there was nothing to keep or it failed)."""
+    if data is None:
+        data = _read(path)
+    if data is None:
+        return ""
+    copy = manager.ws.dir / "reverted" / f"{time.strftime('%Y%m%d-%H%M%S')}-{path.name}"
+    try:
+        manager.ws.ensure_folder(copy.parent)
+        copy.write_bytes(data)
+    except (OSError, Exception):  # ensure_folder's UsageError too: keeping a copy never stops the put-back
+        return ""
+    return f" (the changed version is kept in {manager.ws.relative(copy)})"
+
+
 def _undo(manager, path: Path, old: bytes | None, data: bytes | None, atomic_write, text: str | None,
           what: str) -> str:
     rel = manager.ws.relative(path)
-    kept = ""
-    if data is not None:
-        copy = manager.ws.dir / "reverted" / f"{time.strftime('%Y%m%d-%H%M%S')}-{path.name}"
-        try:
-            manager.ws.ensure_folder(copy.parent)
-            copy.write_bytes(data)
-            kept = f" (the changed version is kept in {manager.ws.relative(copy)})"
-        except OSError:
-            kept = ""
+    kept = keep_copy(manager, path, data) if data is not None else ""
     if old is None:
         path.unlink(missing_ok=True)
         return f"{rel}: the agent created {what}, which a session may not; removed{kept}"

@@ -229,6 +229,9 @@ def _undo_changes(manager, git, baseline, report: "SessionReport") -> None:
             report.notices.append(f"{rel}: the reviewer changed it and it could not be put back (it was "
                                   "already changed before the review); check it")
             continue
+        from .protected import keep_copy
+
+        kept = keep_copy(manager, path) if path.is_file() else ""  # a person's edit meanwhile is never lost
         if before is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(before.content)
@@ -236,7 +239,7 @@ def _undo_changes(manager, git, baseline, report: "SessionReport") -> None:
             _run(("checkout", "-q", "HEAD", "--", rel), git.root)
         else:
             path.unlink(missing_ok=True)
-        report.notices.append(f"{rel}: the reviewer changed it; put back as it was (a review changes no file)")
+        report.notices.append(f"{rel}: changed during the review; put back as it was (a review changes no file){kept}")
 
 
 def _read_handin(path: Path | None) -> dict | None:
