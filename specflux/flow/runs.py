@@ -164,9 +164,6 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
           stamp_clock: Callable[[], str] | None = None, order: list[str] | None = None) -> dict[str, Any]:
     """Drive `run` in this process until it completes, fails, pauses or waits for approval.
     `order`: for a replay of a parallel run, the step ids in the order their results were taken."""
-    from .edges import spec_for
-    from .engine import Engine
-    from .roles import Roles
     from .workflow import load_workflow
 
     state = run.state()

@@ -51,7 +51,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..errors import NotFoundError, ParseError, UsageError
+from .condition_fields import STATE_FIELDS, STATE_SCHEMA, _Reads  # noqa: F401 (STATE_FIELDS: part of this module's API)
 from .decisions import plain as _plain  # jsonata reads only dicts and lists
+from .toml_lines import _EdgeLines, _scan_lines
 
 ROLES = ("planner", "coder", "validate", "reviewer", "approval")
 PRD_START = "planner"  # where a run that starts from a PRD begins, whatever `start` says
@@ -63,46 +65,6 @@ EDGE_KEYS = ("id", "from", "to", "when", "max_iterations", "task")
 ROLE_ALIASES = {"spec": "planner"}
 EDGE_KEY_ALIASES = {"maxIterations": "max_iterations", "max-iterations": "max_iterations"}
 TASK_MOVES = ("next",)
-# Functions whose answer depends on the clock or chance: a replayed run would decide differently.
-NONDETERMINISTIC = ("now", "millis", "random")
-
-# --- the shape of the run state (CONTRACT section 5), as far as conditions may read it ---------
-
-LEAF = "leaf"  # a value without fields: string, number, boolean, or a list of those
-ANY = "any"  # a record whose keys are data (task ids, artifact keys) or whose shape is open
-
-_TASK = dict.fromkeys(("id", "title", "status", "priority", "complexity", "acceptanceCriteria"), LEAF)
-STATE_SCHEMA: dict[str, Any] = {
-    "runId": LEAF,
-    "status": LEAF,
-    "workflow": ANY,
-    "tasks": _TASK,  # a list: JSONata maps paths over lists, so `tasks.id` reads each task's id
-    "currentTaskIndex": LEAF,
-    "taskAttempts": ANY,  # {taskId: attempts}
-    "currentAttempts": LEAF,
-    "coderOutput": {
-        "taskId": LEAF, "code": LEAF, "status": LEAF,
-        "selfValidation": {"passed": LEAF, "issues": LEAF},
-    },
-    "reviewerOutput": {
-        "taskId": LEAF, "approved": LEAF,
-        "issues": {"severity": LEAF, "description": LEAF},
-        "criteriaResults": {"criterion": LEAF, "met": LEAF},
-    },
-    "validation": dict.fromkeys(("passed", "passRate", "coverage", "failedTests"), LEAF),
-    "metrics": dict.fromkeys(("tasksCompleted", "tasksFailed", "totalAttempts", "totalReviews",
-                              "inputTokens", "outputTokens", "durationMs"), LEAF),
-    "iteration": LEAF,
-    "maxIterations": LEAF,
-    "artifacts": ANY,
-    "openSteps": ANY,
-    "pausedFor": LEAF,
-    "failureReason": LEAF,
-    "approvalOutput": {"approved": LEAF, "note": LEAF},
-    "plannerOutput": ANY,
-}
-STATE_FIELDS = tuple(STATE_SCHEMA)
-
 
 class WorkflowError(ParseError):
     """A workflow that cannot run, located `path:line: message` at the key that causes it.
@@ -482,106 +444,6 @@ def _constant_value(compiled, expression: str, edge_id: str, line: int, problems
     return value
 
 
-class _Reads:
-    """Walks a compiled JSONata expression and checks every field path it reads against
-    STATE_SCHEMA.
-
-    A context is (schema, dotted path so far): the root at the top, a task inside `tasks[...]`,
-    None where it cannot be known (after `*`, `**`, `%`, a variable, a function's result). Names
-    read in an unknown context are not checked, so the walk never reports a field that exists;
-    it can miss a typo there, which is the price of not guessing.
-    """
-
-    # Parts of a node that read the same context as the node itself.
-    _SAME = ("lhs", "rhs", "expressions", "arguments", "condition", "then", "_else", "expression",
-             "lhs_object", "rhs_object", "terms", "update", "delete", "group", "expr", "procedure")
-    # Filters on something other than a path step (`(tasks)[...]`, `$x[...]`) read its items,
-    # whose shape is not known here.
-    _ITEMS = ("stages", "predicate")
-
-    def __init__(self) -> None:
-        self.problems: list[str] = []
-        self.state = False  # whether anything is read from the state at all
-
-    def walk(self, node: Any, ctx) -> None:
-        if isinstance(node, (list, tuple)):
-            for item in node:
-                self.walk(item, ctx)
-            return
-        kind = getattr(node, "type", None)
-        if kind == "path":
-            self._path(node, ctx)
-        elif kind == "name":
-            self._step(ctx, node.value)
-        elif kind == "variable":
-            if node.value in ("", "$"):  # `$` (the context) and `$$` (the root) read the state
-                self.state = True
-        elif kind == "lambda":
-            self.walk(getattr(node, "body", None), None)
-        elif kind == "function" and getattr(getattr(node, "procedure", None), "type", None) == "variable" \
-                and node.procedure.value in NONDETERMINISTIC:
-            self.problems.append(f"calls ${node.procedure.value}(), which gives another answer when the run "
-                                 "is replayed: a condition must depend on the run state only")
-        else:
-            self._children(node, ctx)
-
-    def _children(self, node: Any, ctx) -> None:
-        if node is None or isinstance(node, (str, int, float, bool)):
-            return
-        for names, context in ((self._SAME, ctx), (self._ITEMS, None)):
-            for name in names:
-                child = getattr(node, name, None)
-                if child is not None and not isinstance(child, (str, int, float, bool)):
-                    self.walk(child, context)
-
-    def _path(self, node: Any, ctx) -> None:
-        for index, step in enumerate(getattr(node, "steps", None) or ()):
-            kind = getattr(step, "type", None)
-            if kind == "name":
-                ctx = self._step(ctx, step.value)
-            elif kind == "variable" and index == 0 and step.value == "":
-                self.state = True  # `$.x`: the context itself
-            elif kind == "variable" and index == 0 and step.value == "$":
-                self.state, ctx = True, (STATE_SCHEMA, ())  # `$$.x`: the root
-            elif kind == "sort":
-                self._children(step, ctx)  # sort terms read each item, and the items stay the same
-            else:  # a block, function, wildcard, parent, variable: what comes out is not known
-                self.walk(step, ctx)
-                ctx = None
-            for stage in getattr(step, "stages", None) or ():  # `tasks[...]`: each task
-                self.walk(getattr(stage, "expr", None), ctx)
-            if getattr(step, "focus", None) or getattr(step, "index", None) or getattr(step, "tuple", None):
-                ctx = None  # `@$x`, `#$i` and parent-tracking change what later steps are relative to
-        self.walk(getattr(node, "group", None), ctx)
-
-    def _step(self, ctx, name: str):
-        """The context after reading field `name` in `ctx`, or None when that is not known."""
-        self.state = True
-        if ctx is None:
-            return None
-        schema, trail = ctx
-        here = ".".join(trail)
-        if schema is ANY:
-            return (ANY, (*trail, name))
-        if schema is LEAF:
-            self.problems.append(f"reads `{here}.{name}`, but `{here}` has no fields")
-            return None
-        if name not in schema:
-            self.problems.append(_unknown_field(schema, trail, name))
-            return None
-        return (schema[name], (*trail, name))
-
-
-def _unknown_field(schema: Mapping[str, Any], trail: tuple[str, ...], name: str) -> str:
-    dotted = ".".join((*trail, name))
-    hint = difflib.get_close_matches(name, list(schema), n=1)
-    maybe = f" (did you mean `{'.'.join((*trail, hint[0]))}`?)" if hint else ""
-    if trail:
-        return (f"reads `{dotted}`, which the run state does not have{maybe}: "
-                f"`{'.'.join(trail)}` has {', '.join(schema)}")
-    return f"reads `{dotted}`, which the run state does not have{maybe}: it has {', '.join(schema)}"
-
-
 # --- the edges together ----------------------------------------------------------------------
 
 def _check_ids(edges: Iterable[Edge], problems: _Problems) -> None:
@@ -621,80 +483,6 @@ def _check_graph(edges: list[Edge], start: str, problems: _Problems) -> None:
         if index not in dead and edge.from_ not in reached:
             problems.add(f"edge `{edge.id}` can never fire: the run never reaches `{edge.from_}` (it is not "
                          f"`start` ({start}) and no edge that can fire leads to it)", edge.line_of("from"))
-
-
-# --- line numbers (tomllib gives none) -------------------------------------------------------
-
-@dataclass
-class _EdgeLines:
-    header: int  # the `[[edges]]` line
-    keys: dict[str, int]
-
-
-@dataclass
-class _Lines:
-    top: dict[str, int]  # top-level key (or table name) -> its line
-    edges: list[_EdgeLines]
-    tests: list[_EdgeLines] = field(default_factory=list)  # `[[tests]]` tables, like edges
-
-
-_HEADER = re.compile(r"\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
-_KEY = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""")
-
-
-def _scan_lines(text: str) -> _Lines:
-    """The line of every top-level key, every `[[edges]]` header and every key inside one.
-
-    A scan of the text, not a TOML parser: tomllib has already accepted the file, so the lines
-    only need telling apart. Multi-line strings are skipped so that their text is never a key.
-    """
-    lines = _Lines({}, [])
-    table: str | None = None  # None: top level; "edges": inside the last [[edges]]; else elsewhere
-    open_string: str | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if open_string:
-            if line.count(open_string) % 2 == 1:
-                open_string = None
-            continue
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        header = _HEADER.match(line) if stripped.startswith("[") else None
-        if header:
-            table = _enter_table(lines, header.group(1), header.group(2), number)
-        else:
-            key = _KEY.match(line)
-            if key:
-                name = key.group(1).strip("\"'")
-                if table is None:
-                    lines.top.setdefault(name, number)
-                elif table == "edges" and lines.edges:
-                    lines.edges[-1].keys.setdefault(name, number)
-                elif table == "tests" and lines.tests:
-                    lines.tests[-1].keys.setdefault(name, number)
-        for quote in ('"""', "'''"):
-            if line.count(quote) % 2 == 1:
-                open_string = quote
-                break
-    return lines
-
-
-def _enter_table(lines: _Lines, brackets: str, name: str, number: int) -> str:
-    first, _, rest = name.partition(".")
-    first = first.strip().strip("\"'")
-    if first == "edges" and brackets == "[[" and not rest:
-        lines.edges.append(_EdgeLines(number, {}))
-        lines.top.setdefault("edges", number)
-        return "edges"
-    if first == "tests" and brackets == "[[" and not rest:
-        lines.tests.append(_EdgeLines(number, {}))
-        lines.top.setdefault("tests", number)
-        return "tests"
-    if first == "edges" and rest and lines.edges:  # [edges.x]: key x of the last edge
-        lines.edges[-1].keys.setdefault(rest.partition(".")[0].strip().strip("\"'"), number)
-        return "elsewhere"
-    lines.top.setdefault(first, number)
-    return "elsewhere"
 
 
 # --- small helpers ---------------------------------------------------------------------------
