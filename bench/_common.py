@@ -61,8 +61,8 @@ def warm_bytecode() -> None:
     folder = tempfile.mkdtemp(prefix="specflux-bench-warm-")
     try:
         sf = specflux_argv()
-        run([PYTHON, "-c", "import specflux.cli, specflux.store, specflux.views, specflux.model, specflux.chain, "
-             "specflux.agent.context, specflux.summary_cache, specflux.lint, specflux.archive, json, tempfile"], check=False)
+        run([PYTHON, "-c", "import specflux.cli.main, specflux.store.manager, specflux.surface.views, specflux.format.model, specflux.store.chain, "
+             "specflux.agent.context, specflux.store.summary_cache, specflux.store.lint, specflux.store.archive, json, tempfile"], check=False)
         run([*sf, "--help"], check=False)
         run([*sf, "init", folder], check=False)
         run([*sf, "--root", folder, "new", "warm-up", "--ac", "one"], check=False)

@@ -54,9 +54,9 @@ def durable_write(path: Path, data: bytes) -> None:
 
 
 def bench_archive(runs: int) -> list[str]:
-    from specflux.archive import archive_task
-    from specflux.store import TaskStateManager
-    from specflux.workspace import Workspace
+    from specflux.store.archive import archive_task
+    from specflux.store.manager import TaskStateManager
+    from specflux.store.workspace import Workspace
 
     out = []
     root = Path(tempfile.mkdtemp(prefix="specflux-bench-archive-"))
@@ -178,7 +178,7 @@ def git(root: Path, *args: str) -> str:
 
 
 def bench_commit(n: int, runs: int) -> list[str]:
-    from specflux.vcs import Git
+    from specflux.vcs.git import Git
 
     sf = specflux_argv()
     root = make_workspace(n, name="git")

@@ -54,11 +54,11 @@ def make_repo(n: int) -> Path:
 
 def in_process(root: Path) -> dict[str, float]:
     """The board's steps one by one, in ms (median of 5)."""
-    from specflux.board import gather, histories, layout, render, runs
-    from specflux.chain import Graph
-    from specflux.store import TaskStateManager
-    from specflux.views import task_json
-    from specflux.workspace import Workspace
+    from specflux.board.page import gather, histories, layout, render, runs
+    from specflux.store.chain import Graph
+    from specflux.store.manager import TaskStateManager
+    from specflux.surface.views import task_json
+    from specflux.store.workspace import Workspace
 
     def tasks():
         manager = TaskStateManager(Workspace(root))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from specflux.document import TaskDocument  # noqa: E402
+from specflux.format.document import TaskDocument  # noqa: E402
 
 N_CRITERIA = 10_000
 

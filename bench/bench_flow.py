@@ -83,8 +83,8 @@ def git(root: Path, *args: str) -> str:
 
 def make_template(parent: Path, tasks: int) -> Path:
     """A committed git repository with a small project and `tasks` independent pending tasks."""
-    from specflux.store import TaskStateManager
-    from specflux.workspace import Workspace
+    from specflux.store.manager import TaskStateManager
+    from specflux.store.workspace import Workspace
 
     root = parent / "template"
     root.mkdir()
@@ -150,9 +150,9 @@ class Sessions:
 
     def flow_inprocess(self, repo: Path) -> dict:
         from specflux.flow import runs
-        from specflux.flow.roles import Agents
-        from specflux.store import TaskStateManager
-        from specflux.workspace import Workspace
+        from specflux.flow.steps.roles import Agents
+        from specflux.store.manager import TaskStateManager
+        from specflux.store.workspace import Workspace
 
         ws = Workspace.find(explicit=repo)
         manager = TaskStateManager(ws, git=ws.config.commit)
@@ -163,8 +163,8 @@ class Sessions:
     def run_inprocess(self, repo: Path) -> None:
         from specflux.agent.command_backend import CommandBackend
         from specflux.agent.session import run_session
-        from specflux.store import TaskStateManager
-        from specflux.workspace import Workspace
+        from specflux.store.manager import TaskStateManager
+        from specflux.store.workspace import Workspace
 
         for task in self.ids:
             for role in ROLES:
@@ -181,8 +181,8 @@ class Sessions:
 def check_equivalent(sessions: Sessions, flow_repo: Path, runs_repo: Path) -> None:
     """Both sides did the same sessions: one commit per session (the run adds its own commits:
     one per accepted task and its history), every task completed by the run."""
-    from specflux.flow.run import Run
-    from specflux.workspace import Workspace
+    from specflux.flow.record.run import Run
+    from specflux.store.workspace import Workspace
 
     state = Run.find(Workspace.find(explicit=flow_repo)).state()
     assert state["status"] == "completed", state.get("failureReason")
@@ -330,8 +330,8 @@ def profile_report(prof: cProfile.Profile, wall_ms: float, steps: int, top: int,
 def run_facts(repo: Path, entries: dict, steps: int) -> str:
     """What the engine's work per step grows with: the events file, and the state (whose
     openSteps keeps every step ever requested)."""
-    from specflux.flow.run import Run
-    from specflux.workspace import Workspace
+    from specflux.flow.record.run import Run
+    from specflux.store.workspace import Workspace
 
     flow_run = Run.find(Workspace.find(explicit=repo))
     events = flow_run.events.read()
@@ -450,9 +450,9 @@ def long_run_events(target: int) -> list[dict]:
 
 def write_long_run(root: Path, target: int) -> tuple[Path, int]:
     """A workspace holding one finished run of about `target` events; (run folder, events)."""
-    from specflux.flow.events import EventLog
-    from specflux.flow.run import Run
-    from specflux.workspace import Workspace
+    from specflux.flow.record.events import EventLog
+    from specflux.flow.record.run import Run
+    from specflux.store.workspace import Workspace
 
     ws, _ = Workspace.init(root)
     events = long_run_events(target)
@@ -481,8 +481,8 @@ def bench_status(work: Path, target: int, runs: int) -> tuple[list[str], dict[st
     snapshot = run_dir / "state.json"
     base = [*specflux_argv(), "--root", str(root), "flow", "status", "--json"]
 
-    from specflux.flow.run import Run
-    from specflux.workspace import Workspace
+    from specflux.flow.record.run import Run
+    from specflux.store.workspace import Workspace
 
     Run(Workspace.find(explicit=root), "run-bench-long").save()  # state.json and narrative.md, current
     saved = snapshot.read_bytes()

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Which modules each everyday command imports, and what the imports cost.
 
-Every command runs in a fresh `python -X importtime` process that calls `specflux.cli.main(argv)`
+Every command runs in a fresh `python -X importtime` process that calls `specflux.cli.main.main(argv)`
 (as the console script does) and then reports `sys.modules`. `list` and the one-task commands
 (`show`, `check`, `uncheck`, `session --no-commit`, `context`) must not import what they do not
 use: pydantic, the agent stack (anthropic, httpx2, httpx), git (GitPython), mistune or jsonata (the
 workflow engine's). typer, rich, yaml, frontmatter, tomllib and a few more are reported for information.
 
 Exit status 1 when a forbidden module is imported (assert-ish), so CI can run it.
-(tests/test_imports.py checks the same without the timings.)
+(tests/package/test_imports.py checks the same without the timings.)
 
 Usage: python bench/bench_imports.py [--quick] [--top 12]
 """
@@ -33,7 +33,7 @@ STRICT = ("list", "list --json", "show", "show --json", "check", "uncheck", "ses
 
 PROBE = r"""
 import sys, json
-from specflux.cli import main
+from specflux.cli.main import main
 argv = json.loads(sys.argv[1])
 real = sys.stdout
 sys.stdout = open("/dev/null", "w")
@@ -121,7 +121,7 @@ def main() -> int:
         cases = {
             "python -c pass": lambda: run([PYTHON, "-c", "pass"]),
             "python -S -c pass": lambda: run([PYTHON, "-S", "-c", "pass"]),
-            "python -c 'import specflux.cli'": lambda: run([PYTHON, "-c", "import specflux.cli"]),
+            "python -c 'import specflux.cli.main'": lambda: run([PYTHON, "-c", "import specflux.cli.main"]),
             "specflux --version": lambda: run([*sf, "--version"]),
             "specflux list (100 tasks)": lambda: run([*sf, *base, "list"]),
             "specflux show 7 (100 tasks)": lambda: run([*sf, *base, "show", "7"]),

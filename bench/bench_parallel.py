@@ -54,8 +54,8 @@ def git(root: Path, *args: str) -> str:
 
 
 def make_template(parent: Path, tasks: int) -> Path:
-    from specflux.store import TaskStateManager
-    from specflux.workspace import Workspace
+    from specflux.store.manager import TaskStateManager
+    from specflux.store.workspace import Workspace
 
     root = parent / "template"
     root.mkdir()

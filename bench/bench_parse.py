@@ -50,9 +50,9 @@ def main() -> int:
     a = ap.parse_args()
     runs = a.runs or (20 if a.quick else 100)
 
-    from specflux.document import TaskDocument, apply_edits
-    from specflux.files import read_text
-    from specflux.render import render_session
+    from specflux.format.document import TaskDocument, apply_edits
+    from specflux.base.files import read_text
+    from specflux.format.render import render_session
 
     header("bench_parse: in-process parse / serialize / edit of one big task file", a.quick)
     folder = Path(tempfile.mkdtemp(prefix="specflux-bench-parse-"))

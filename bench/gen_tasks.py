@@ -230,7 +230,7 @@ def generate(n: int, root: Path, sessions: int | None = None) -> int:
     (root / ".specflux" / "archives").mkdir(exist_ok=True)
     (root / ".specflux" / ".gitignore").write_text("# specflux: lock files are per machine\nlocks/\n", encoding="utf-8")
     try:  # the config `specflux init` writes, so that reading it is part of what is measured
-        from specflux.config import DEFAULT_CONFIG
+        from specflux.store.config import DEFAULT_CONFIG
 
         (root / ".specflux" / "config.toml").write_text(DEFAULT_CONFIG, encoding="utf-8")
     except ImportError:

@@ -29,9 +29,9 @@ def step_breakdown(manager, rows) -> list[tuple[str, float]]:
     """Replay what `summary()` does, one step at a time over every task, and time each step."""
     import json
 
-    from specflux.document import TaskDocument
-    from specflux.files import decode
-    from specflux.views import list_table
+    from specflux.format.document import TaskDocument
+    from specflux.base.files import decode
+    from specflux.surface.views import list_table
 
     out = []
 
@@ -45,7 +45,7 @@ def step_breakdown(manager, rows) -> list[tuple[str, float]]:
     ids = step("ws.task_ids() (listdir + regex + natural sort)", ws.task_ids)
     paths = step("ws.task_rel(id) + os.path.join", lambda: [(os.path.join(ws.root, ws.task_rel(t)), ws.task_rel(t)) for t in ids])
 
-    from specflux import files
+    from specflux.base import files
 
     def read(p):
         with open(p, "rb") as f:
@@ -59,7 +59,7 @@ def step_breakdown(manager, rows) -> list[tuple[str, float]]:
     step("  (floor: find ```json fence + json.loads)", lambda: [json.loads(t[t.index("\n", t.find("```json")) + 1 : t.index("\n```", t.find("```json"))]) for t in texts])
     step("len(text.encode()) / isascii", lambda: [len(t.encode("utf-8")) if not t.isascii() else len(t) for t in texts])
     docs = step("TaskDocument(text) (outline.scan + sections)", lambda: [TaskDocument(t, r) for t, (_, r) in zip(texts, paths)])
-    step("  of which outline.scan(text)", lambda: [__import__("specflux.outline", fromlist=["scan"]).scan(t) for t in texts])
+    step("  of which outline.scan(text)", lambda: [__import__("specflux.format.outline", fromlist=["scan"]).scan(t) for t in texts])
     step("doc.title", lambda: [d.title for d in docs])
     if hasattr(TaskDocument, "list_fields"):  # the one pass summary() makes
         step("doc.list_fields() (metadata, criteria and sessions in one pass)", lambda: [d.list_fields() for d in docs])
@@ -94,7 +94,7 @@ def main() -> int:
     root = make_workspace(a.n)
     try:
         t0 = time.perf_counter()
-        from specflux.cli import main as cli_main
+        from specflux.cli.main import main as cli_main
 
         import_ms = (time.perf_counter() - t0) * 1000
         argv = ["--root", str(root), "list", *(["--json"] if a.json else [])]
@@ -113,14 +113,14 @@ def main() -> int:
             once()
             plain.append((time.perf_counter() - t) * 1000)
 
-        from specflux.store import TaskStateManager
-        from specflux.workspace import Workspace
+        from specflux.store.manager import TaskStateManager
+        from specflux.store.workspace import Workspace
 
         manager = TaskStateManager(Workspace(root), git=False)
         t = time.perf_counter()
         rows = manager.summaries()
         summaries_ms = (time.perf_counter() - t) * 1000
-        from specflux.views import list_table
+        from specflux.surface.views import list_table
 
         t = time.perf_counter()
         list_table(rows)
@@ -136,7 +136,7 @@ def main() -> int:
 
         print(f"## profile_list: `specflux {' '.join(argv[2:])}` over {a.n:,} tasks, in-process, "
               f"cache {'on' if a.cache else 'off'}\n")
-        print(f"- `import specflux.cli`: {import_ms:.1f} ms (the rest of the imports happen on first use)")
+        print(f"- `import specflux.cli.main`: {import_ms:.1f} ms (the rest of the imports happen on first use)")
         print(f"- main({argv[2:]}) without profiler: median {statistics.median(plain):.1f} ms of 5 warm runs "
               f"({statistics.median(plain) * 1000 / a.n:.0f} µs per task)")
         print(f"- of which manager.summaries(): {summaries_ms:.1f} ms, views.list_table(): {table_ms:.1f} ms\n")

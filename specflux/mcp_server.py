@@ -17,7 +17,7 @@ from typing import Annotated, Any, Callable, Literal, Sequence
 
 from pydantic import Field
 
-from .errors import SpecfluxError, UsageError
+from specflux.base.errors import SpecfluxError, UsageError
 
 Id = Annotated[str, Field(description="task id, e.g. 102 or T001", coerce_numbers_to_str=True)]  # 102 as a number too
 Ids = list[Annotated[str, Field(coerce_numbers_to_str=True)]]
@@ -33,7 +33,7 @@ class Tools:
         self.args = argparse.Namespace(root=root)
 
     def _manager(self, commit: bool = True):
-        from .cli import _manager
+        from specflux.cli.main import _manager
 
         return _manager(self.args, commit=commit)
 
@@ -43,14 +43,14 @@ class Tools:
             description="only tasks with this status; broken: unreadable files")] = None):
         """Every task: id, title, status, criteria done/total, sessions, size, dependencies. A file
         that cannot be read has status broken and its error as path:line: message."""
-        from .views import summary_json
+        from specflux.surface.views import summary_json
 
         return [summary_json(r) for r in self._manager(commit=False).summaries(status)]
 
     def show_task(self, id: Id):
         """One task in full: metadata, requirements, acceptance criteria (1-based index), chain
         inputs, progress-log sessions, chain output."""
-        from .views import task_json
+        from specflux.surface.views import task_json
 
         manager = self._manager(commit=False)
         doc = manager.load(id)
@@ -58,8 +58,8 @@ class Tools:
 
     def ready_tasks(self):
         """Tasks not complete whose dependencies are all complete, in dependency order."""
-        from .chain import Graph
-        from .views import ready_json
+        from specflux.store.chain import Graph
+        from specflux.surface.views import ready_json
 
         graph = Graph.load(self._manager(commit=False))
         return ready_json(graph), graph.problems()
@@ -67,15 +67,15 @@ class Tools:
     def task_context(self, id: Id):
         """The exact context an agent session on the task receives (system prompt, task context,
         files it may read), with a token estimate."""
-        from .agent.context import build_context
-        from .views import context_json
+        from specflux.agent.context import build_context
+        from specflux.surface.views import context_json
 
         return context_json(build_context(self._manager(commit=False), id))
 
     def flow_status(self, run: Annotated[str | None, Field(
             description="run id or a unique prefix (default: the latest run)")] = None):
         """A workflow run's state: status, tasks, current task, attempts, outputs, metrics."""
-        from .flow.run import Run
+        from specflux.flow.record.run import Run
 
         return Run.find(self._manager(commit=False).ws, run).public_state()
 
@@ -85,7 +85,7 @@ class Tools:
                        indices: Annotated[list[int], Field(description="1-based criterion numbers", min_length=1)],
                        checked: Annotated[bool, Field(description="false: untick them")] = True):
         """Tick (or untick) acceptance criteria. Does not commit; log_session does."""
-        from .views import outcome_json
+        from specflux.surface.views import outcome_json
 
         manager = self._manager(commit=False)
         return outcome_json(manager.set_checked(id, indices, checked), manager.ws)
@@ -98,8 +98,8 @@ class Tools:
                     commit: Commit = True):
         """Append a progress-log session (a pending task becomes in_progress) and commit it with
         the task's trailers."""
-        from .model import SessionInput
-        from .views import outcome_json
+        from specflux.format.model import SessionInput
+        from specflux.surface.views import outcome_json
 
         manager = self._manager()
         outcome = manager.append_session(id, SessionInput(did=did, issues=issues, next=next), checks=check,
@@ -113,8 +113,8 @@ class Tools:
                       commit: Commit = True):
         """Write the chain output, set status complete, wire it into dependent tasks, commit.
         Refused for the task a workflow run is driving."""
-        from .cli import refuse_complete_inside_run
-        from .views import outcome_json
+        from specflux.cli.main import refuse_complete_inside_run
+        from specflux.surface.views import outcome_json
 
         refuse_complete_inside_run(id)
         manager = self._manager()
@@ -127,7 +127,7 @@ class Tools:
                  add_deps: Annotated[Ids, Field(description="task ids to depend on")] = [],
                  remove_deps: Annotated[Ids, Field(description="dependencies to drop")] = []):
         """Change a task's fields; a dependency that is unknown or closes a cycle is refused."""
-        from .views import outcome_json
+        from specflux.surface.views import outcome_json
 
         if status is None and title is None and priority is None and not add_deps and not remove_deps:
             raise UsageError("nothing to set: give status, title, priority, add_deps or remove_deps")
@@ -160,7 +160,7 @@ def _answer(data: Any, problems: Sequence[str] = ()):
     """The result: the JSON as one text block; problems the CLI prints on stderr in a second one."""
     from mcp.types import CallToolResult, TextContent
 
-    from .escape import safe_json
+    from specflux.base.escape import safe_json
 
     content = [TextContent(type="text", text=safe_json(json.dumps(data, ensure_ascii=False)))]
     if problems:
@@ -207,7 +207,7 @@ def build_server(names: list[str], root: str | None = None):
     from mcp.server.mcpserver.tools import Tool
     from mcp.types import ToolAnnotations
 
-    from . import __version__
+    from specflux import __version__
 
     tools, serial = Tools(root), threading.Lock()
     registered = []

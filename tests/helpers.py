@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specflux.cli import main
+from specflux.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
 from specflux.agent.recording import ClientTransport, Recorder, RecordingTransport, ReplayTransport
 from specflux.agent.tools import Toolbox
-from specflux.errors import AgentError
+from specflux.base.errors import AgentError
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 529})
 MAX_RETRY_AFTER_S = 60.0

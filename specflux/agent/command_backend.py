@@ -28,7 +28,7 @@ from typing import IO, Any, Protocol
 
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
 from specflux.agent.tools import Toolbox, kill_group
-from specflux.errors import AgentError
+from specflux.base.errors import AgentError
 
 TAIL_LINES = 20  # of stderr, quoted in the error when the agent fails
 OUTPUT_KEEP_CHARS = 1 << 20  # of stdout, parsed for usage after exit: the result comes last

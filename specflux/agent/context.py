@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from ..chain import upstream_of, wire_into
-from ..document import TaskDocument
+from specflux.store.chain import upstream_of, wire_into
+from specflux.format.document import TaskDocument
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
+    from specflux.store.manager import TaskStateManager
 
 PROTOCOL = """\
 ## Session Protocol

@@ -19,8 +19,8 @@ from typing import Annotated, Any, Literal, Protocol, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from specflux.errors import ParseError, SpecfluxError
-from specflux.files import atomic_write, os_error, read_text
+from specflux.base.errors import ParseError, SpecfluxError
+from specflux.base.files import atomic_write, os_error, read_text
 
 Kind = Literal["review", "tasks"]
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
@@ -146,7 +146,7 @@ def check_judged(review: Review, criteria: Sequence[str]) -> Review:
 
 def task_criteria(task_file: str | os.PathLike[str]) -> list[str]:
     """The acceptance criteria of the task file at `task_file`, in order ([] when it cannot be read)."""
-    from ..document import TaskDocument
+    from specflux.format.document import TaskDocument
 
     try:
         text = Path(task_file).read_text(encoding="utf-8")

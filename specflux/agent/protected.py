@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
+    from specflux.store.manager import TaskStateManager
 
 GUARDED = ("config.toml", ".gitignore", ".gitattributes")
 GUARDED_FOLDERS = ("workflows", "archives", "templates")
@@ -49,8 +49,8 @@ def put_back(manager: "TaskStateManager", own_task: str, task_files: dict[Path, 
     """Put back every other task's file and every guarded file the session changed, created or
     deleted; returns one notice per file. `good_version(path, old_text)` gives a task file as it was
     before the session with what was committed to it meanwhile (a person's `specflux session`)."""
-    from ..files import atomic_write
-    from ..workspace import STATE_FILE
+    from specflux.base.files import atomic_write
+    from specflux.store.workspace import STATE_FILE
 
     ws = manager.ws
     notices = []

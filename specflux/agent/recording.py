@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specflux.errors import AgentError
+from specflux.base.errors import AgentError
 
 if TYPE_CHECKING:
     import httpx2

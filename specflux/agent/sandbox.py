@@ -130,7 +130,7 @@ def choose(setting: str = "auto") -> Sandbox:
 
 
 def _fail(message: str):
-    from specflux.errors import AgentError  # here: the launcher runs without specflux importable
+    from specflux.base.errors import AgentError  # here: the launcher runs without specflux importable
 
     raise AgentError(message)
 
@@ -404,7 +404,7 @@ def restrict_writes(repo: str, also: list[str], mounts: bool = False) -> None:
 def _mountns():
     """The sibling module `mountns`, also from the launcher (a script: no package to import from)."""
     if __package__:
-        from . import mountns
+        from specflux.agent import mountns
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import mountns

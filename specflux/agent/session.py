@@ -15,19 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..document import TaskDocument, format_usage
-from ..errors import AgentError, SpecfluxError, UsageError
-from ..files import deferred_interrupts
-from ..model import SessionInput
-from ..render import now_stamp
-from ..store import commit_subject
-from .backend import Handoff, SessionOutcome, SessionRequest
-from .context import build_context
-from .tools import Toolbox
+from specflux.format.document import TaskDocument, format_usage
+from specflux.base.errors import AgentError, SpecfluxError, UsageError
+from specflux.base.files import deferred_interrupts
+from specflux.format.model import SessionInput
+from specflux.format.render import now_stamp
+from specflux.store.manager import commit_subject
+from specflux.agent.backend import Handoff, SessionOutcome, SessionRequest
+from specflux.agent.context import build_context
+from specflux.agent.tools import Toolbox
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
-    from .backend import Backend
+    from specflux.store.manager import TaskStateManager
+    from specflux.agent.backend import Backend
 
 
 @dataclass
@@ -67,7 +67,7 @@ class TaskSide:
 
     def submit_review(self, review) -> str:
         """Refused unless it judges each of this task's own criteria (by number or exact text)."""
-        from .handin import check_judged
+        from specflux.agent.handin import check_judged
 
         check_judged(review, [item[3] for item in self.manager.load(self.task_id).criteria_lines])
         self.review = review
@@ -133,7 +133,7 @@ def run_session(
     early_notices = git.check_can_commit() if git is not None else []
     sandbox = None
     if not edits_task_file or role == "reviewer":
-        from .sandbox import choose
+        from specflux.agent.sandbox import choose
 
         sandbox = choose(cfg.sandbox)
         if sandbox.warning:
@@ -142,14 +142,14 @@ def run_session(
         say(line)
     baseline = git.capture() if git is not None else None
     if baseline is not None and baseline_path is not None:  # a run commits a crashed session with it
-        from ..files import atomic_write
+        from specflux.base.files import atomic_write
         import json
 
         atomic_write(baseline_path, json.dumps(baseline.to_json()))
     task_files = _task_files(manager)
     guarded = None
     if guard:  # a run's agent writes only its task: the rest of the workspace as it is now
-        from .protected import snapshot
+        from specflux.agent.protected import snapshot
 
         guarded = snapshot(manager)
     entries_before = Counter(number for number, _, _ in doc.session_regions)  # whose entries are whose, at the end
@@ -189,8 +189,8 @@ def run_session(
             hand = _number_agents_entries(manager, task_id, entries_before, baseline, report)
         restored = _restore_broken(manager, task_files, report, baseline)
         if guarded is not None:
-            from ..lint import lint_document
-            from .protected import put_back
+            from specflux.store.lint import lint_document
+            from specflux.agent.protected import put_back
 
             report.notices += put_back(manager, task_id, task_files, guarded,
                                        lambda path, old: _good_version(manager, path, old, baseline, lint_document))
@@ -217,7 +217,7 @@ def run_session(
 def _undo_changes(manager, git, baseline, report: "SessionReport") -> None:
     """A reviewer's tools are read-only (CONTRACT section 4), but its commands run in a sandbox
     that may write in the repository: whatever it changed is put back and never committed."""
-    from ..vcs import _run, changed_paths
+    from specflux.vcs.git import _run, changed_paths
 
     states = manager.ws.relative(manager.ws.states_dir)
     for rel in changed_paths(baseline.fingerprints, git.status_snapshot()):
@@ -229,7 +229,7 @@ def _undo_changes(manager, git, baseline, report: "SessionReport") -> None:
             report.notices.append(f"{rel}: the reviewer changed it and it could not be put back (it was "
                                   "already changed before the review); check it")
             continue
-        from .protected import keep_copy
+        from specflux.agent.protected import keep_copy
 
         kept = keep_copy(manager, path) if path.is_file() else ""  # a person's edit meanwhile is never lost
         if before is not None:
@@ -247,7 +247,7 @@ def _read_handin(path: Path | None) -> dict | None:
     could have written the file itself), or None."""
     if path is None:
         return None
-    from .handin import HandinError, read_handin
+    from specflux.agent.handin import HandinError, read_handin
 
     try:
         found = read_handin(path, "review")
@@ -344,9 +344,9 @@ def _restore_broken(manager, before: dict[Path, bytes], report: "SessionReport",
     """Put back every task file the session deleted or left unreadable (and remove any new one
     that cannot be read), saying so; returns the paths put back. A file someone committed while
     the session ran (a person's `specflux session`) is put back with that commit in it."""
-    from ..files import atomic_write
-    from ..lint import lint_document
-    from ..workspace import STATE_FILE
+    from specflux.base.files import atomic_write
+    from specflux.store.lint import lint_document
+    from specflux.store.workspace import STATE_FILE
 
     now = {manager.ws.task_path(t) for t in manager.ws.task_ids()}
     restored = []
@@ -382,8 +382,8 @@ def _restore_broken(manager, before: dict[Path, bytes], report: "SessionReport",
 
 def _problems(manager, path: Path, data: bytes, lint_document) -> list[str]:
     """Why a task file cannot be used (the errors lint finds in it), or []."""
-    from ..files import decode
-    from ..workspace import STATE_FILE
+    from specflux.base.files import decode
+    from specflux.store.workspace import STATE_FILE
 
     rel = manager.ws.relative(path)
     try:
@@ -408,7 +408,7 @@ def _good_version(manager, path: Path, before: str, baseline, lint_document) -> 
         return before
     if head is None or head == base:
         return before  # nothing committed meanwhile
-    from ..merge import merge_task
+    from specflux.format.merge import merge_task
 
     merged, clean = merge_task(base or "", before, head)
     for text in ((merged,) if clean else ()) + (head,):
@@ -472,9 +472,9 @@ def _number_agents_entries(manager, task_id: str, before: Counter, baseline, rep
     session meanwhile has taken that number. The agent's entries are numbered after every other
     entry (in the order they are written), so that no number is used twice. Returns the entries
     a person logged meanwhile (`_hand_entries`, read under the task's lock)."""
-    from ..document import Edit, apply_edits
-    from ..outline import content_end
-    from ..store import Outcome
+    from specflux.format.document import Edit, apply_edits
+    from specflux.format.outline import content_end
+    from specflux.store.manager import Outcome
 
     hand: set[str] = set()
     try:
@@ -549,7 +549,7 @@ def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, 
     `_restore_broken`): add what it forgot, complete it. Its entry is the one it wrote (told apart
     from a person's logged meanwhile by content), else one written for it now, numbered after
     every entry the file has at the end."""
-    from ..chain import dependents, upstream_from, wire_dependents
+    from specflux.store.chain import dependents, upstream_from, wire_dependents
 
     path = manager.path(task_id)
     doc = manager.load(task_id)
@@ -576,7 +576,7 @@ def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, 
     if not complete:  # in a run the workflow accepts the task, not the agent
         out = doc.chain_output()
         if out is not None and out.summary:
-            from .backend import ChainOutputIn
+            from specflux.agent.backend import ChainOutputIn
 
             last = next((s for s in reversed(doc.sessions()) if s.number == number), None)
             report.handoff = Handoff(did=(last.did if last and last.did else ["(see the task file)"]),
@@ -589,7 +589,7 @@ def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, 
     report.session, report.status = number, doc.status
     touched.append(path)
     if doc.status == "complete":
-        from ..store import Outcome
+        from specflux.store.manager import Outcome
 
         targets = dependents(manager, task_id)
         wiring = Outcome(task_id)
@@ -602,7 +602,7 @@ def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, 
 def _set_metadata(manager, task_id, updates) -> list[Path]:
     if not updates:
         return []
-    from ..store import Outcome
+    from specflux.store.manager import Outcome
 
     outcome = Outcome(task_id)
     with manager.changing([task_id], outcome) as pending:
@@ -618,7 +618,7 @@ def backend_from_args(manager: "TaskStateManager", args) -> tuple["Backend", boo
     if args.agent == "command":
         if not args.cmd:
             raise UsageError("--agent command needs --cmd \"the agent command line\"")
-        from .command_backend import CommandBackend
+        from specflux.agent.command_backend import CommandBackend
 
         path = manager.path(args.id)
         env = {"SPECFLUX_TASK_FILE": str(path), "SPECFLUX_TASK_ID": args.id, "SPECFLUX_ROOT": str(manager.ws.root)}
@@ -630,10 +630,10 @@ def backend_from_args(manager: "TaskStateManager", args) -> tuple["Backend", boo
         recording = Path(args.recording)
         if not recording.is_file():
             raise UsageError(f"no recording at {recording}")
-        from .anthropic_backend import replay_backend
+        from specflux.agent.anthropic_backend import replay_backend
 
         return replay_backend(recording), False
-    from .anthropic_backend import live_backend
+    from specflux.agent.anthropic_backend import live_backend
 
     recording = new_recording_path(manager.ws.recordings_dir, args.id)
     return live_backend(recording, task_id=args.id), False

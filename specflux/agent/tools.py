@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from specflux.agent.backend import Handoff, TaskHooks
 from specflux.agent.handin import HandinError, Review, TaskPlan, check_review, check_tasks
-from specflux.errors import SpecfluxError
+from specflux.base.errors import SpecfluxError
 
 if TYPE_CHECKING:  # the session runner imports the sandbox; Toolbox only calls it
     from specflux.agent.sandbox import Sandbox

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Union
 
-from ..errors import SpecfluxError
+from specflux.base.errors import SpecfluxError
 
 ENTRY_POINT_GROUP = "specflux.specs"
 

@@ -19,18 +19,26 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import SpecfluxError
-from ..render import now_stamp
-from .decisions import AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext, RequestApproval, RequestWork
-from .roles import Interrupted, StepResult
-from .limits import limit_reached
-from .state import FINISHED, in_flight, task_by_id, waiting
+from specflux.base.errors import SpecfluxError
+from specflux.format.render import now_stamp
+from specflux.flow.decisions import (
+    AgentErrorInfo,
+    AgentResponse,
+    Annotate,
+    Decision,
+    DecisionContext,
+    RequestApproval,
+    RequestWork,
+)
+from specflux.flow.steps.roles import Interrupted, StepResult
+from specflux.flow.workflow.limits import limit_reached
+from specflux.flow.state import FINISHED, in_flight, task_by_id, waiting
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
-    from .decisions import Spec
-    from .roles import Roles
-    from .run import Run
+    from specflux.store.manager import TaskStateManager
+    from specflux.flow.decisions import Spec
+    from specflux.flow.steps.roles import Roles
+    from specflux.flow.record.run import Run
 
 POLL_S = 0.2  # how often a running step checks for `flow stop`
 
@@ -217,7 +225,7 @@ class Engine:
         git = self.manager.git
         if git is None or step["kind"] not in ("coder", "reviewer"):
             return None
-        from .branch_guard import where
+        from specflux.flow.steps.branch_guard import where
 
         here = where(git.root)
         wanted = self.run.state().get("branch")
@@ -230,7 +238,7 @@ class Engine:
 
     def _branch_after(self, step: dict[str, Any], before, result: StepResult) -> StepResult:
         """The step's result, failed when its agent rewrote or switched the run's branch (put back)."""
-        from .branch_guard import check, restore
+        from specflux.flow.steps.branch_guard import check, restore
 
         root = self.manager.git.root
         problem = check(root, before)
@@ -360,7 +368,7 @@ class Engine:
                 reason = f"accepted untested: {untested}"
         else:
             if verb == "failed":
-                from .settle import withdraw_claims
+                from specflux.flow.steps.settle import withdraw_claims
 
                 withdrawn = withdraw_claims(self.manager, task)
                 if withdrawn:
@@ -399,7 +407,7 @@ class Engine:
         detail = None
         if reason and ": " in reason:
             reason, detail = reason.split(": ", 1)
-        from .settle import settle_tasks
+        from specflux.flow.steps.settle import settle_tasks
 
         for line in settle_tasks(self.manager, self.run):
             self.say(line)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping, Sequence
 
-from .decisions import (
+from specflux.flow.decisions import (
     Action,
     AgentErrorInfo,
     AgentResponse,

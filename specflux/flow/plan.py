@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import AgentError, UsageError
-from ..files import read_text
-from ..workspace import ID_PATTERN
+from specflux.base.errors import AgentError, UsageError
+from specflux.base.files import read_text
+from specflux.store.workspace import ID_PATTERN
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
+    from specflux.store.manager import TaskStateManager
 
 PLANNER_SYSTEM = """\
 You are the planner of a software project. Turn the requirements document you are given into a
@@ -84,8 +84,8 @@ def plan(manager: "TaskStateManager", prd: Path, backend, *, dry_run: bool = Fal
          handin: Path | None = None, model: str | None = None, say: Callable[[str], None] = lambda line: None
          ) -> PlanResult:
     """Run the planner on `prd`; create the task files unless `dry_run`."""
-    from ..agent.backend import SessionRequest
-    from ..agent.tools import Toolbox
+    from specflux.agent.backend import SessionRequest
+    from specflux.agent.tools import Toolbox
 
     ws = manager.ws
     if not prd.is_file():
@@ -115,7 +115,7 @@ def plan(manager: "TaskStateManager", prd: Path, backend, *, dry_run: bool = Fal
         toolbox.close()
     task_plan = toolbox.tasks
     if task_plan is None and handin is not None:
-        from ..agent.handin import check_tasks, read_handin
+        from specflux.agent.handin import check_tasks, read_handin
 
         found = read_handin(handin, "tasks")
         task_plan = check_tasks(found["data"]) if found else None
@@ -212,7 +212,7 @@ def run_planner(manager: "TaskStateManager", prd: Path, *, agent: str = "anthrop
     agent CLI `cmd` that hands in through `specflux submit-tasks` (SPECFLUX_HANDIN)."""
     handin = None
     if agent == "command":
-        from ..agent.command_backend import CommandBackend
+        from specflux.agent.command_backend import CommandBackend
 
         if not cmd:
             raise UsageError('--agent command needs --cmd "the agent command line"')
@@ -221,13 +221,13 @@ def run_planner(manager: "TaskStateManager", prd: Path, *, agent: str = "anthrop
         env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
         backend = CommandBackend(cmd, timeout_s=manager.ws.config.agent.session_timeout_s, env=env)
     elif agent == "replay":
-        from ..agent.anthropic_backend import replay_backend
+        from specflux.agent.anthropic_backend import replay_backend
 
         if not recording:
             raise UsageError("--agent replay needs --recording PATH")
         backend = replay_backend(Path(recording))
     else:
-        from ..agent.anthropic_backend import live_backend
+        from specflux.agent.anthropic_backend import live_backend
 
         backend = live_backend(new_recording(manager.ws))
     try:

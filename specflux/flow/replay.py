@@ -19,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import UsageError
-from ..files import not_durable
-from .events import RunError
-from .roles import Agents
-from .run import Run
+from specflux.base.errors import UsageError
+from specflux.base.files import not_durable
+from specflux.flow.record.events import RunError
+from specflux.flow.steps.roles import Agents
+from specflux.flow.record.run import Run
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
+    from specflux.store.manager import TaskStateManager
 
 VOLATILE = {"code", "durationMs", "outputTail", "commit", "stamp", "mac",
             "target"}  # differ run to run by nature (a replay merges lanes into a branch of its own)
@@ -49,9 +49,9 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
     """Replay `run` into `into` (default: a new temporary folder)."""
     import tempfile
 
-    from ..store import TaskStateManager
-    from ..workspace import Workspace
-    from . import runs
+    from specflux.store.manager import TaskStateManager
+    from specflux.store.workspace import Workspace
+    from specflux.flow import runs
 
     events = run.events.read()
     created = events[0]
@@ -73,7 +73,7 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
     if again.get("targetBranch"):  # a parallel run's lanes merge into the replay's own branch
         again["targetBranch"] = f"specflux-replay/{run.id}"
     if again.get("branch"):  # the replay commits on the clone's branch, which the agents may not move
-        from .branch_guard import where
+        from specflux.flow.steps.branch_guard import where
 
         here = where(target)
         again["branch"] = here.branch if here else None

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from ..errors import UsageError
-from .events import RunError
-from .holds import Holds, describe
-from .roles import Agents
-from .run import Run
-from .state import FINISHED
+from specflux.base.errors import UsageError
+from specflux.flow.record.events import RunError
+from specflux.flow.record.holds import Holds, describe
+from specflux.flow.steps.roles import Agents
+from specflux.flow.record.run import Run
+from specflux.flow.state import FINISHED
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
+    from specflux.store.manager import TaskStateManager
 
 CONTROLS = ("pause", "resume", "stop", "approve", "reject")
 
@@ -24,9 +24,9 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     """Create a run over `task_ids` (or every task not complete), in dependency order. The
     workflow is loaded and checked first: a broken one stops here, before anything is written.
     `parallel`: lanes (tasks worked on at once, each in its own worktree); default `[flow] parallel`."""
-    from ..chain import Graph
-    from .limits import default_run_cap, task_step_limit
-    from .workflow import load_workflow
+    from specflux.store.chain import Graph
+    from specflux.flow.workflow.limits import default_run_cap, task_step_limit
+    from specflux.flow.workflow.workflow_file import load_workflow
 
     flow = load_workflow(workflow, manager.ws.dir)
     if manager.ws.config.validate is not None and flow.untested_warning():
@@ -102,7 +102,7 @@ def _free(chosen: list[str], held: dict[str, str], graph) -> list[str]:
 
 def _check_parallel(manager: "TaskStateManager", flow, chosen: list[str]) -> str:
     """The branch a parallel run merges its lanes into; a UsageError when lanes cannot work here."""
-    from .worktrees import current_branch, uncommitted
+    from specflux.flow.lanes.worktrees import current_branch, uncommitted
 
     git = manager.git
     if git is None:
@@ -143,7 +143,7 @@ def _branch(git) -> str | None:
     """The branch checked out when the run starts: the run's, which its agents may not move."""
     if git is None:
         return None
-    from .branch_guard import where
+    from specflux.flow.steps.branch_guard import where
 
     here = where(git.root)
     return here.branch if here else None
@@ -152,7 +152,7 @@ def _branch(git) -> str | None:
 def _head(git) -> str | None:
     if git is None:
         return None
-    from ..vcs import _run
+    from specflux.vcs.git import _run
 
     done = _run(("rev-parse", "--verify", "-q", "HEAD"), git.root)
     return done.stdout.strip() or None
@@ -164,7 +164,7 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
           stamp_clock: Callable[[], str] | None = None, order: list[str] | None = None) -> dict[str, Any]:
     """Drive `run` in this process until it completes, fails, pauses or waits for approval.
     `order`: for a replay of a parallel run, the step ids in the order their results were taken."""
-    from .workflow import load_workflow
+    from specflux.flow.workflow.workflow_file import load_workflow
 
     state = run.state()
     if state["status"] in FINISHED:
@@ -199,9 +199,9 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
 
 def _drive(manager: "TaskStateManager", run: Run, flow, agents: Agents, *, say, moments, stamps, stamp_clock,
            order) -> dict[str, Any]:
-    from .edges import spec_for
-    from .engine import Engine
-    from .roles import Roles
+    from specflux.flow.workflow.edges import spec_for
+    from specflux.flow.engine import Engine
+    from specflux.flow.steps.roles import Roles
 
     state = run.state()
     options = dict(say=say, moments=moments, stamps=stamps, **({"stamp_clock": stamp_clock} if stamp_clock else {}))
@@ -209,8 +209,8 @@ def _drive(manager: "TaskStateManager", run: Run, flow, agents: Agents, *, say, 
     if lanes > 1:
         import threading
 
-        from .parallel import ParallelEngine
-        from .worktrees import Worktrees
+        from specflux.flow.lanes.parallel import ParallelEngine
+        from specflux.flow.lanes.worktrees import Worktrees
 
         git = manager.git
         if git is None:
@@ -228,7 +228,7 @@ def _remove_lanes(manager: "TaskStateManager", run: Run) -> None:
     """The worktrees and branches of a parallel run that has ended, if any are left."""
     git = manager.git
     if (run.state().get("parallel") or 1) > 1 and git is not None:
-        from .worktrees import Worktrees
+        from specflux.flow.lanes.worktrees import Worktrees
 
         Worktrees(git.root, run.id).clean()
 
@@ -238,7 +238,7 @@ def _commit_history(manager: "TaskStateManager", run: Run) -> None:
     git = manager.git
     if git is None:
         return
-    from ..vcs import _run
+    from specflux.vcs.git import _run
 
     paths = [str(run.dir / name) for name in ("events.jsonl", "state.json", "narrative.md")]
     run.save()
@@ -270,7 +270,7 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
     status = state["status"]
     if status in FINISHED and action == "resume":  # nothing to run; what a crash left is tidied
         if state.get("stoppedBranches"):
-            from .stopped import how_to_go_on
+            from specflux.flow.lanes.stopped import how_to_go_on
 
             return f"run {run.id} was stopped; {how_to_go_on(state['stoppedBranches'])}"
         return f"run {run.id} has ended ({status}); tidying up what a crash may have left"
@@ -290,8 +290,8 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
             run.record({"type": "control_handled", "control": seq})
             kept = {}
             if manager is not None:
-                from .settle import settle_tasks
-                from .stopped import keep_lanes
+                from specflux.flow.steps.settle import settle_tasks
+                from specflux.flow.lanes.stopped import keep_lanes
 
                 settle_tasks(manager, run)
                 if (state.get("parallel") or 1) > 1 and manager.git is not None:

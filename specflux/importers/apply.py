@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import NotFoundError, UsageError
-from ..files import read_text
-from .drafts import ImportResult, ImportWarning, TaskDraft
+from specflux.base.errors import NotFoundError, UsageError
+from specflux.base.files import read_text
+from specflux.importers.drafts import ImportResult, ImportWarning, TaskDraft
 
 if TYPE_CHECKING:
-    from ..store import TaskStateManager
+    from specflux.store.manager import TaskStateManager
 
 FORMATS = ("spec-kit", "backlog", "taskmaster", "harness")
 
@@ -63,7 +63,7 @@ def read_source(path: Path, fmt: str | None, shown_as: str) -> ImportResult:
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r} (one of: {', '.join(FORMATS)})")
     if fmt == "backlog":
-        from .backlog import parse_folder
+        from specflux.importers.backlog import parse_folder
 
         root = path / "backlog" if (path / "backlog").is_dir() and not (path / "tasks").is_dir() else path
         files = {p.relative_to(root).as_posix(): read_text(p, _join(shown_as, p.relative_to(root).as_posix()))
@@ -72,14 +72,14 @@ def read_source(path: Path, fmt: str | None, shown_as: str) -> ImportResult:
         return parse_folder(files, base=base)
     text = read_text(path, shown_as)
     if fmt == "spec-kit":
-        from .speckit import parse
+        from specflux.importers.speckit import parse
 
         return parse(text, shown_as)
     if fmt == "taskmaster":
-        from .taskmaster import parse
+        from specflux.importers.taskmaster import parse
 
         return parse(text, shown_as)
-    from .harness import parse
+    from specflux.importers.harness import parse
 
     progress = path.with_name("claude-progress.txt")
     return parse(text, shown_as, progress.read_text(encoding="utf-8", errors="replace") if progress.is_file() else None)

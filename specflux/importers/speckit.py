@@ -25,10 +25,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..render import one_line
-from .drafts import ImportResult, ImportWarning, TaskDraft
-from .speckit_head import PLACEHOLDER, read_head, starts_with_id
-from .speckit_phrases import ID_ANYWHERE, Statement, flat, ids, inline, normal, resolve, statements
+from specflux.format.render import one_line
+from specflux.importers.drafts import ImportResult, ImportWarning, TaskDraft
+from specflux.importers.speckit_head import PLACEHOLDER, read_head, starts_with_id
+from specflux.importers.speckit_phrases import (
+    ID_ANYWHERE,
+    Statement,
+    flat,
+    ids,
+    inline,
+    normal,
+    resolve,
+    statements,
+)
 
 FORMAT = "spec-kit"
 TITLE_MAX = 120

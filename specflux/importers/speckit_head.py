@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .speckit_phrases import ID, RANGE, normal
+from specflux.importers.speckit_phrases import ID, RANGE, normal
 
 _MARKER = r"\[\s*(?:[Pp]|US\s*-?\s*\d+|Story(?:\s*-?\s*\d+)?|P\d)\s*\]"
 ID_FIRST = re.compile(rf"\s*(?P<pre>(?:{_MARKER}\s*)*)(?P<bold>\*\*|__)?(?P<id>{ID})(?![\w])"

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from ..crashpoint import crash_point
+from specflux.base.crashpoint import crash_point
 
 _BOX = re.compile(r"\[ \]")
 

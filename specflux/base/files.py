@@ -1,0 +1,370 @@
+"""Files on disk: exact reads, atomic writes, per-task locks, and all-or-nothing change sets."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from specflux.base.crashpoint import crash_point
+from specflux.base.errors import ParseError, SpecfluxError
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+_durable = True  # fsync what is written; off only inside `not_durable()`
+
+
+@contextmanager
+def not_durable() -> Iterator[None]:
+    """Within the block, this process's writes (atomic_write, a run's event log) skip their fsyncs:
+    for a replay into a throw-away clone, which a crash leaves to be replayed again anyway. Each
+    write is still whole for readers (temporary file and rename, appends under a lock)."""
+    global _durable
+    was, _durable = _durable, False
+    try:
+        yield
+    finally:
+        _durable = was
+
+
+def durable() -> bool:
+    """Whether writes are fsynced (see `not_durable`)."""
+    return _durable
+
+
+def read_text(path: Path, shown_as: str | None = None) -> str:
+    """The file's exact text: no newline translation; invalid UTF-8 is an error located at
+    `shown_as` (the path as the user should see it) or `path`."""
+    return decode(path.read_bytes(), shown_as or str(path))
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole file, read with os.open/fstat/read: a third faster than open().read() for a
+    file of a few KB (no buffer objects), and `list` reads thousands."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)  # one byte more than the size: a file that grew is seen
+        if len(data) != size:  # it grew, shrank, or the read was short: read on to the end
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        return data
+    finally:
+        os.close(fd)
+
+
+def decode(data: bytes, shown_as: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ParseError(f"not valid UTF-8 (byte {e.start})", shown_as, line) from None
+
+
+class FileSystemError(SpecfluxError):
+    """The file system refused a read or a write (permissions, a full disk, a folder in the way)."""
+
+
+_ADVICE = {
+    errno.ENOSPC: "the disk is full; free some space and try again",
+    errno.EDQUOT: "the disk quota is used up; free some space and try again",
+    errno.EROFS: "the file system is mounted read-only",
+    errno.EPERM: "the operating system refused (is the file immutable? see `lsattr`)",
+    errno.EACCES: "permission denied; check the permissions of the file and its folder",
+    errno.ENOTDIR: "a file stands where a folder should be; move it away",
+    errno.EISDIR: "a folder stands where a file should be; move it away",
+    errno.EEXIST: "something else stands where specflux needs a folder; move it away",
+}
+
+
+def os_error(e: OSError, shown_as: str, doing: str = "write") -> FileSystemError:
+    """One sentence for an OSError: what failed, where, and what to do."""
+    advice = _ADVICE.get(e.errno or 0, e.strerror or str(e))
+    return FileSystemError(f"cannot {doing} this file: {advice}", shown_as)
+
+
+def check_writable(path: Path, shown_as: str) -> None:
+    """Refuse to replace a file (or write into a folder) whose permissions say no one may write it.
+
+    Checked on the mode bits, not with access(): the atomic replace would otherwise overwrite a
+    read-only file (a rename needs only the folder's permission), and root passes every access().
+    """
+    for target, what in ((path, "file"), (path.parent, "folder")):
+        try:
+            mode = target.stat().st_mode
+        except FileNotFoundError:
+            continue
+        if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            where = shown_as if what == "file" else os.path.dirname(shown_as) or "."
+            raise FileSystemError(f"the {what} is read-only; make it writable (chmod u+w) to change it", where)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Replace `path` with `text` so that readers see the old file or the new one, never half."""
+    import tempfile  # not at the top: `show` and `list` never write
+
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_UMASK
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            if _durable:
+                os.fsync(f.fileno())
+        crash_point(f"atomic:{path.name}")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove the temporary files of `path` that a killed process left behind (atomic_write's
+    `.NAME.PID.xxxx.tmp`, whose process is gone); the file itself was never half written."""
+    _remove_stale(path.parent, f".{path.name}.")
+
+
+def remove_stale_temps_in(folder: Path) -> None:
+    """remove_stale_temps for every file in `folder` (one listing: a resume tidying up)."""
+    _remove_stale(folder, ".")
+
+
+def _remove_stale(folder: Path, prefix: str) -> None:
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        parts = name[:-len(".tmp")].rsplit(".", 2)  # .NAME, PID, mkstemp's random part
+        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid() or _alive(int(parts[1])):
+            continue
+        try:
+            os.unlink(folder / name)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _fsync_dir(folder: Path) -> None:
+    if not _durable:
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+class FileLock:
+    """An exclusive lock on a separate lock file (never the task file: os.replace swaps inodes).
+
+    POSIX flock from the standard library (the `filelock` package costs ~35 ms to import);
+    `filelock` is used where fcntl does not exist.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+        self._fallback = None
+
+    def acquire(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            import filelock
+
+            self._fallback = filelock.FileLock(str(self.path))
+            self._fallback.acquire()
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            where = self.path.parent if e.errno in (errno.EEXIST, errno.ENOTDIR) else self.path
+            raise FileSystemError(f"cannot take the lock: {_ADVICE.get(e.errno or 0, e.strerror)}",
+                                  _shown(where)) from None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fallback is not None:  # pragma: no cover
+            self._fallback.release()
+        elif self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
+@contextmanager
+def locked(paths: Iterable[Path]) -> Iterator[None]:
+    """Hold every lock, taken in sorted order so two callers can never deadlock."""
+    locks = [FileLock(p) for p in sorted(set(paths))]
+    taken: list[FileLock] = []
+    try:
+        for lock in locks:
+            lock.acquire()
+            taken.append(lock)
+        yield
+    finally:
+        for lock in reversed(taken):
+            lock.release()
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the folder holding .specflux/ when it is inside one."""
+    parts = path.parts
+    if ".specflux" in parts:
+        return "/".join(parts[parts.index(".specflux"):])
+    return str(path)
+
+
+@contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Hold Ctrl-C (and SIGTERM) until the block is done, then raise KeyboardInterrupt: a write
+    and its commit, or their undoing, are never cut in half however often the user presses it."""
+    import signal  # not at the top: `show` and `list` never write
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if caught:
+        raise KeyboardInterrupt
+
+
+class ChangeSet:
+    """Writes gathered first, applied together, and undone together if a later step fails."""
+
+    def __init__(self, shown: Callable[[Path], str] = _shown) -> None:
+        self.pending: dict[Path, str] = {}
+        self.removed: list[Path] = []
+        self._originals: dict[Path, bytes | None] = {}
+        self.shown = shown
+
+    def text_of(self, path: Path) -> str | None:
+        """The text queued for `path` in this change set, or None."""
+        return self.pending.get(path)
+
+    def write(self, path: Path, text: str) -> None:
+        self.pending[path] = text
+
+    def remove(self, path: Path) -> None:
+        """Delete `path` when the change set is applied (after every write)."""
+        self.pending.pop(path, None)
+        self.removed.append(path)
+
+    @property
+    def paths(self) -> list[Path]:
+        return [*self.pending, *self.removed]
+
+    def apply(self) -> list[Path]:
+        """Write every pending file; returns the paths whose bytes actually changed.
+
+        Every file is checked before the first is written; if a write still fails (a full disk),
+        the files already written are put back, so a failure leaves every file as it was.
+        """
+        todo = []
+        for path, text in self.pending.items():
+            shown = self.shown(path)
+            try:
+                before = path.read_bytes()
+            except FileNotFoundError:
+                before = None
+            except OSError as e:
+                raise os_error(e, shown, "read") from None
+            data = text.encode("utf-8")
+            if before is not None and before == data:
+                continue
+            check_writable(path, shown)
+            todo.append((path, before))
+        changed = []
+        try:
+            for path, before in todo:
+                self._originals[path] = before
+                crash_point(f"writing:{path.name}")
+                if ".specflux" not in path.parts:  # the user's own file (a write-back's source): what a
+                    remove_stale_temps(path)  # kill left beside it would show in their `git status`
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_write(path, self.pending[path])
+                except OSError as e:
+                    del self._originals[path]
+                    raise os_error(e, self.shown(path)) from None
+                changed.append(path)
+                crash_point(f"wrote:{path.name}")
+            for path in self.removed:
+                try:
+                    self._originals[path] = path.read_bytes()
+                    path.unlink()
+                except FileNotFoundError:
+                    self._originals.pop(path, None)
+                    continue
+                except OSError as e:
+                    self._originals.pop(path, None)
+                    raise os_error(e, self.shown(path), "delete") from None
+                changed.append(path)
+        except BaseException:
+            self.rollback()
+            raise
+        return changed
+
+    def rollback(self) -> None:
+        """Put back every file this change set wrote (best effort: a file that cannot be put back
+        is left for the caller's error to explain)."""
+        for path, before in self._originals.items():
+            try:
+                if before is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    _restore(path, before)
+            except OSError:
+                pass
+        self._originals.clear()
+
+
+def _restore(path: Path, data: bytes) -> None:
+    """Put `data` back at `path`: atomically when there is room, else in place (a full disk may
+    have room for the old bytes in the file's own blocks but none for a temporary copy)."""
+    try:
+        atomic_write(path, data.decode("utf-8"))
+    except OSError:
+        with open(path, "r+b") as f:
+            f.write(data)
+            f.truncate()
+            f.flush()
+            os.fsync(f.fileno())

@@ -1,0 +1,1 @@
+"""The board: one self-contained HTML page of the tasks and runs, written or served."""

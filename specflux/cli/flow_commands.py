@@ -1,0 +1,332 @@
+"""The `specflux flow ...` commands and the agent CLIs' hand-ins: arguments in, library calls
+(`specflux.flow.runs`), output. Registered by `cli.py`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from specflux.base.errors import UsageError
+
+
+_RUN_HELP = "the run's id, as `flow list` shows it (default: the latest run)"
+
+
+def add_parsers(sub) -> None:
+    flow = sub.add_parser("flow", help="workflow runs over many tasks: start, status, pause, resume, stop, ...",
+                          description="Workflow runs: a queue of tasks through coder, validate, reviewer and "
+                                      "approval roles, under control enforced in code.")
+    fsub = flow.add_subparsers(dest="flow_command", metavar="FLOW_COMMAND",
+                               help="`specflux flow FLOW_COMMAND --help` for its options")
+
+    import argparse
+
+    s = fsub.add_parser("start", help="create a run and drive it in the foreground",
+                        description="Create a workflow run and drive it in the foreground: each task through the "
+                                    "workflow's roles until it is accepted or given up.",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""\
+examples:
+  specflux flow start                      # every task not complete, in dependency order
+  specflux flow start 4 5 --agent command --cmd "claude -p --output-format json"
+  specflux flow start --all --workflow strict --max-iterations 40 --token-budget 2000000
+  specflux flow start --prd docs/prd.md    # plan the tasks first, then run them""")
+    s.add_argument("ids", nargs="*", metavar="ID", help="tasks to run (default: every task not complete)")
+    s.add_argument("--all", action="store_true", help="every task not complete")
+    s.add_argument("--prd", metavar="PRD", help="plan the tasks of this requirements document first (the planner "
+                   "role), then run them")
+    s.add_argument("--workflow", default="queue", metavar="NAME|PATH", help="built-in `queue`, a name in "
+                   ".specflux/workflows/, or a .toml path")
+    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic",
+                   help="anthropic (the Messages API, default), command (an agent CLI for every role) or replay")
+    s.add_argument("--cmd", help="the agent command line, for every role (--agent command)")
+    s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
+    s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
+    s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
+    s.add_argument("--parallel", type=int, metavar="N", help="work on up to N tasks whose dependencies are complete "
+                   "at once, each coder attempt in its own git worktree, merged back by the run (default: [flow] "
+                   "parallel, 1)")
+
+    s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
+    s.add_argument("--json", action="store_true", help="[{runId, status, tasksDone, tasksTotal, iterations, started, "
+                   "workflow}] as JSON")
+
+    s = fsub.add_parser("status", help="the run state (default: the latest run)")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--json", action="store_true", help="the whole run state as JSON (CONTRACT names)")
+
+    for name, text in (("pause", "pause after the current step"), ("stop", "end the run now")):
+        s = fsub.add_parser(name, help=text)
+        s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s = fsub.add_parser("resume", help="continue a paused, waiting or crashed run in the foreground")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--allow-changed-workflow", action="store_true",
+                   help="resume even though the workflow file changed since the run started")
+    s = fsub.add_parser("approve", help="answer an open approval step: yes (the run continues)")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--note", metavar="TEXT", help="a remark recorded with the approval")
+    s = fsub.add_parser("reject", help="answer an open approval step: no, with what to change")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--note", metavar="TEXT", required=True, help="what to change (the coder's next try reads it)")
+
+    s = fsub.add_parser("log", help="the run's narrative, one line per step that matters")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--json", action="store_true", help="[{seq, at, type, text}] as JSON")
+
+    s = fsub.add_parser("replay", help="re-run a whole run offline from its recordings, in a fresh clone at its base "
+                        "commit; exit 1 naming the first step that differs")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--into", metavar="DIR", help="where to clone (default: a new temporary folder)")
+
+    for kind in ("review", "tasks"):
+        s = sub.add_parser(f"submit-{kind}", help=f"hand in a {'reviewer verdict' if kind == 'review' else 'planner task list'} "
+                           "from an agent CLI inside a run (JSON, as the submit_" + kind + " tool takes)")
+        s.add_argument("--json", required=True, metavar="FILE|-", help="the JSON file, or - for standard input")
+
+
+def _emit_json(data) -> None:
+    from specflux.cli.main import emit_json  # the one JSON printer (cli imports this module only when it runs)
+
+    emit_json(data)
+
+
+def run_flow(args, manager_for) -> int:
+    command = args.flow_command
+    if command is None:
+        raise UsageError("flow needs a command: start, list, status, pause, resume, stop, approve, reject, log")
+    return _FLOW[command](args, manager_for)
+
+
+def _say(line: str) -> None:
+    from specflux.base.escape import safe
+
+    print(f"[flow] {safe(line)}", file=sys.stderr, flush=True)
+
+
+class Progress:
+    """What a run in the foreground prints: on a terminal, each line with where the run stands
+    (elapsed, current task, role and attempt, tokens so far); into a pipe, plain lines."""
+
+    def __init__(self, run, stream=None):
+        import time
+
+        self.run, self.stream, self.started = run, stream or sys.stderr, time.monotonic()
+        from specflux.base.terminal import colour
+
+        self.live = colour(self.stream)
+
+    def __call__(self, line: str) -> None:
+        from specflux.base.escape import safe
+
+        if not self.live:
+            print(f"[flow] {safe(line)}", file=self.stream, flush=True)
+            return
+        import time
+
+        state = self.run.state()
+        elapsed = int(time.monotonic() - self.started)
+        running = [s for s in state.get("openSteps", {}).values() if s["status"] == "RUNNING" and s.get("taskId")]
+        where = ", ".join(f"task {s['taskId']} {s['kind']} #{state['taskAttempts'].get(s['taskId'], 0)}"
+                          for s in running) or state.get("status", "")
+        tokens = sum(state["metrics"][k] for k in ("inputTokens", "outputTokens"))
+        head = f"{elapsed // 60:02d}:{elapsed % 60:02d} {where} {tokens / 1000:.1f}k tok"
+        print(f"\x1b[2m[{head}]\x1b[0m {safe(line)}", file=self.stream, flush=True)
+
+
+def _why(state) -> str | None:
+    """Why a run is paused or failed, with the numbers where a limit ended it."""
+    why = state.get("pausedFor") or state.get("failureReason")
+    return f"{why}: {state['failureDetail']}" if why and state.get("failureDetail") else why
+
+
+def _finish(run, state) -> int:
+    status = state["status"]
+    why = _why(state)
+    print(f"run {run.id}: {status}" + (f" ({why})" if why else ""))
+    m = state["metrics"]
+    print(f"  tasks: {m['tasksCompleted']} complete, {m['tasksFailed']} failed of {len(state['tasks'])}; "
+          f"{state['iteration']} step(s), {m['totalAttempts']} coder attempt(s), {m['totalReviews']} review(s); "
+          f"tokens: {m['inputTokens']} input, {m['outputTokens']} output")
+    if status == "paused" and state.get("pausedFor") == "approval":
+        print(f"  waiting for approval: specflux flow approve {run.id}  (or: flow reject {run.id} --note ...)")
+    from specflux.base import interrupts
+
+    if interrupts.pressed and status == "paused":  # Ctrl-C paused it: the shell's code for Ctrl-C
+        print(f"  interrupted: `specflux flow resume {run.id}` goes on from here")
+        return 130
+    return 1 if status in ("failed", "user_exit") else 0
+
+
+def _agents(args):
+    from specflux.flow.steps.roles import Agents
+
+    if args.agent == "command" and not args.cmd:
+        raise UsageError('--agent command needs --cmd "the agent command line"')
+    return Agents(kind=args.agent, cmd=args.cmd, model=args.model)
+
+
+def flow_start(args, manager_for) -> int:
+    from specflux.flow import runs
+
+    manager = manager_for(args)
+    agents = _agents(args)
+    ids = list(args.ids)
+    if args.prd:
+        ids += _plan_first(manager, args)
+    run = runs.start(manager, ids, everything=args.all, workflow=args.workflow, agents=agents,
+                     max_iterations=args.max_iterations, token_budget=args.token_budget, parallel=args.parallel,
+                     say=_say)
+    print(run.id, flush=True)
+    state = runs.drive(manager, run, agents, say=Progress(run))
+    return _finish(run, state)
+
+
+def _plan_first(manager, args) -> list[str]:
+    """`flow start --prd`: the planner's tasks, created, to run next."""
+    from pathlib import Path
+
+    from specflux.flow.plan import run_planner
+
+    result = run_planner(manager, Path(args.prd), agent="command" if args.agent == "command" else "anthropic",
+                         cmd=args.cmd, model=args.model)
+    s = result.summary
+    _say(f"planned {s['totalTasks']} task(s) from {result.prd} ({s['estimatedComplexity']}): "
+         f"{', '.join(result.created)}")
+    return result.created
+
+
+def _run(args, manager_for):
+    from specflux.flow.record.run import Run
+
+    manager = manager_for(args)
+    return manager, Run.find(manager.ws, getattr(args, "run", None))
+
+
+def flow_resume(args, manager_for) -> int:
+    from specflux.flow import runs
+
+    manager, run = _run(args, manager_for)
+    print(runs.control(run, "resume"), file=sys.stderr)
+    state = runs.drive(manager, run, say=Progress(run), allow_changed_workflow=args.allow_changed_workflow)
+    return _finish(run, state)
+
+
+def _control(action):
+    def handler(args, manager_for) -> int:
+        from specflux.flow import runs
+
+        manager, run = _run(args, manager_for)
+        print(f"run {run.id}: {runs.control(run, action, getattr(args, 'note', None), manager)}")
+        if action in ("approve", "reject") and not run.engine_running():
+            state = runs.drive(manager, run, say=Progress(run))
+            return _finish(run, state)
+        return 0
+
+    return handler
+
+
+def flow_status(args, manager_for) -> int:
+    _, run = _run(args, manager_for)
+    state = run.public_state()
+    if args.json:
+        _emit_json(state)
+        return 0
+    from specflux.base.escape import safe
+    from specflux.base.terminal import colour, status as coloured
+
+    painted = colour()
+
+    def word(status: str, width: int = 0) -> str:
+        """A status padded to `width`, in its colour on a terminal (text escaped before colouring)."""
+        text = safe(status)
+        return (coloured(text) if painted else text) + " " * max(0, width - len(text))
+
+    lanes = state.get("parallel") or 1
+    task = state["tasks"][state["currentTaskIndex"]] if state["tasks"] and lanes == 1 else None
+    why = _why(state)
+    lines = [f"run {safe(run.id)}: {word(state['status'])}" + (f" ({safe(why)})" if why else ""),
+             safe(f"  workflow {state['workflow']} (version {state.get('workflowVersion')}), step {state['iteration']}"
+                  + (f" of at most {state['maxIterations']}" if state.get("maxIterations") else ""))]
+    if task:
+        lines.append(safe(f"  current task: {task['id']} {task['title']} (attempt {state['currentAttempts']})"))
+    if lanes > 1:
+        open_steps = [s for s in state["openSteps"].values() if s["status"] in ("WAITING", "RUNNING") and s.get("taskId")]
+        doing = ", ".join(f"{s['taskId']} ({s['kind']}{'' if s['status'] == 'RUNNING' else ', next'})" for s in open_steps)
+        lines.append(safe(f"  {lanes} lanes into branch {state.get('targetBranch')}: " + (doing or "none open")))
+    for t in state["tasks"]:
+        m = state["taskMetrics"].get(t["id"], {})
+        lines.append(f"  {safe(t['id']):<8} {word(t['status'], 11)} attempts {m.get('attempts', 0)}, reviews {m.get('reviews', 0)}, "
+                     f"{m.get('inputTokens', 0)}/{m.get('outputTokens', 0)} tokens, {m.get('durationMs', 0) / 1000:.1f} s"
+                     f"  {safe(t['title'])}")
+    for task_id, branch in (state.get("stoppedBranches") or {}).items():
+        lines.append(safe(f"  task {task_id}'s unfinished work is kept on {branch}"))
+    print("\n".join(lines))
+    return 0
+
+
+def flow_list(args, manager_for) -> int:
+    from specflux.flow.record.run import Run
+
+    manager = manager_for(args)
+    rows = []
+    for run_id in Run.ids(manager.ws):
+        state = Run(manager.ws, run_id).state()
+        done = sum(1 for t in state["tasks"] if t["status"] == "complete")
+        rows.append({"runId": run_id, "status": state["status"], "tasksDone": done, "tasksTotal": len(state["tasks"]),
+                     "iterations": state["iteration"], "started": state.get("createdAt"), "workflow": state["workflow"]})
+    if args.json:
+        _emit_json(rows)
+        return 0
+    if not rows:
+        print("no workflow runs yet (start one with `specflux flow start`)")
+        return 0
+    from specflux.surface.views import table
+
+    print(table(["RUN", "STATUS", "TASKS", "STEPS", "STARTED"],
+                [[r["runId"], r["status"], f"{r['tasksDone']}/{r['tasksTotal']}", str(r["iterations"]),
+                  (r["started"] or "")[:19].replace("T", " ")] for r in rows], status_column=1))
+    return 0
+
+
+def flow_log(args, manager_for) -> int:
+    from specflux.base.escape import safe
+    from specflux.flow.record import narrative
+
+    _, run = _run(args, manager_for)
+    events = run.events.read()
+    if args.json:
+        _emit_json([{"seq": e["seq"], "at": e.get("at"), "type": e["type"], "text": text}
+                    for e in events if (text := narrative.line(e))])
+        return 0
+    print(safe(narrative.render(run.id, events).rstrip()))
+    return 0
+
+
+def flow_replay(args, manager_for) -> int:
+    from pathlib import Path
+
+    from specflux.flow.replay import replay
+
+    manager, run = _run(args, manager_for)
+    result = replay(manager, run, Path(args.into) if args.into else None, say=Progress(run))
+    if result.same:
+        print(f"replay of {run.id} matches: {result.steps} step(s), the same decisions, task states and files "
+              f"({result.into})")
+        return 0
+    from specflux.base.escape import safe
+
+    print(safe(f"replay of {run.id} differs ({result.into}): {result.difference}"), file=sys.stderr)
+    return 1
+
+
+_FLOW = {
+    "start": flow_start, "resume": flow_resume, "replay": flow_replay, "status": flow_status, "list": flow_list, "log": flow_log,
+    "pause": _control("pause"), "stop": _control("stop"), "approve": _control("approve"), "reject": _control("reject"),
+}
+
+
+def submit(kind: str, args) -> int:
+    from specflux.agent.handin import submit_from_cli
+
+    code, message = submit_from_cli(kind, args.json, os.environ)
+    print(message, file=sys.stdout if code == 0 else sys.stderr)
+    return code

@@ -1,0 +1,1 @@
+"""The offline walk-through (`specflux demo`), its recorded sessions and its workflow runs."""

@@ -1,0 +1,95 @@
+"""Evidence the run checks itself instead of taking an agent's word for it.
+
+- `work_tree_fingerprint`: the tree an attempt left (stall detection compares rounds by it);
+- `task_unchanged`: whether a task's attempts in the run changed anything at all ("no change");
+- `expects_change`: the few tasks that need none say so in their metadata;
+- `unjudged`: a review that does not judge the task's own criteria cannot complete it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from specflux.base.errors import SpecfluxError
+
+if TYPE_CHECKING:
+    from specflux.store.manager import TaskStateManager
+
+
+def task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str) -> bool:
+    """Whether the task's coder attempts in this run, together, changed nothing outside
+    `.specflux/`: from before its first attempt's commit to the tree as it is now (the diff the
+    reviewer is shown). A retry that adds nothing to earlier work is not "no change"."""
+    git = manager.git
+    if git is None:
+        return False  # nothing to compare with: the tests and the review decide
+    from specflux.vcs.git import _run
+
+    commits = git.find_commits({"Specflux-Run": run_id, "Specflux-Task": task_id, "Specflux-Role": "coder"})
+    root = manager.ws.root
+    outside = ("--", ".", ":(exclude).specflux")
+    if commits:
+        base = commits[-1].sha + "^"
+        # exit 1: a change; 128: no `base` (the first attempt is the repository's first commit)
+        if _run(("diff", "--quiet", base, "HEAD", *outside), root).returncode != 0:
+            return False
+    dirty = _run(("status", "--porcelain", "--untracked-files=all", *outside), root)
+    return dirty.returncode == 0 and not dirty.stdout.strip()
+
+
+def expects_change(manager: "TaskStateManager", task_id: str) -> bool:
+    """Whether the task needs a change in the repository (all do, unless their metadata says
+    `"expects_change": false`: an investigation, a decision written down in the task file)."""
+    try:
+        return manager.load(task_id).metadata.get("expects_change", True) is not False
+    except SpecfluxError:
+        return True
+
+
+def unjudged(review: dict[str, Any] | None, manager: "TaskStateManager", task_id: str) -> str | None:
+    """Why `review` (as the session summary holds it) cannot stand: it does not judge each of the
+    task's own criteria. However it reached the run (a tool, `submit-review`, a hand-in file the
+    agent wrote itself), a verdict on criteria the task does not have completes nothing."""
+    if not review:
+        return None
+    from specflux.agent.handin import CriterionResult, HandinError, Review, check_judged
+
+    try:
+        results = [CriterionResult(criterion=str(r.get("criterion", "")), met=bool(r.get("met")))
+                   for r in review.get("criteriaResults") or []]
+        criteria = [item[3] for item in manager.load(task_id).criteria_lines]
+        check_judged(Review(approved=bool(review.get("approved")), criteria_results=results), criteria)
+    except HandinError as e:
+        return f"the review was refused: {e.message}"
+    except (SpecfluxError, ValueError) as e:
+        return f"the review could not be checked: {e}"
+    return None
+
+
+def work_tree_fingerprint(manager: "TaskStateManager") -> str | None:
+    """A fingerprint of the work tree (`.specflux/` aside): the commit's tree plus the content of
+    every file git reports changed or untracked. The same fingerprint before and after an attempt
+    means it changed nothing; the same after two attempts, that they left the same tree."""
+    git = manager.git
+    if git is None:
+        return None
+    import hashlib
+
+    from specflux.vcs.git import _run
+
+    root = manager.ws.root
+    done = _run(("ls-tree", "HEAD"), root)
+    if done.returncode != 0:
+        return None
+    digest = hashlib.sha256()
+    for line in done.stdout.splitlines():
+        if not line.endswith("\t.specflux"):
+            digest.update(line.encode() + b"\n")
+    dirty = _run(("status", "--porcelain", "-z", "--untracked-files=all", "--", ".", ":(exclude).specflux"), root)
+    for entry in sorted(e for e in dirty.stdout.split("\0") if e):
+        digest.update(entry.encode() + b"\0")
+        try:
+            digest.update((root / entry[3:]).read_bytes())
+        except OSError:  # deleted, a folder, a rename's old name: its status line says enough
+            pass
+    return digest.hexdigest()[:16]

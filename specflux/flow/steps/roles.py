@@ -1,0 +1,446 @@
+"""The roles of a run, as thin adapters over what exists: the coder and the reviewer are agent
+sessions (`run_session`), validate runs the project's tests. Each returns a StepResult whose
+`output` goes into the run state under the seed's names (coderOutput, reviewerOutput, validation).
+
+Evidence lives in code: `coderOutput.selfValidation.passed` is what the tests say when
+`[validate]` is configured, never the agent's claim; the reviewer's verdict is checked against
+its schema before it counts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from specflux.base.errors import SpecfluxError
+from specflux.format.render import now_stamp
+from specflux.flow.decisions import AgentErrorInfo
+from specflux.flow.steps.evidence import expects_change, task_unchanged, unjudged, work_tree_fingerprint
+
+if TYPE_CHECKING:
+    import threading
+
+    from specflux.store.manager import TaskStateManager
+    from specflux.flow.record.run import Run
+
+DIFF_LIMIT = 20_000  # characters of the change shown to the reviewer
+
+
+class Interrupted(Exception):
+    """The step was interrupted (`flow stop`, Ctrl-C): the session recorded so."""
+
+
+@dataclass
+class StepResult:
+    status: str  # "OK" or "ERROR"
+    output: dict[str, Any] | None
+    validation: dict[str, Any] | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    duration_ms: int = 0
+    error: AgentErrorInfo | None = None
+    chain_output: dict[str, str] | None = None
+    commit: str = ""
+    stamp: str | None = None  # the time written in the step's session entry
+    tree: str | None = None  # the coder's: the work tree it left, .specflux/ aside (stall detection)
+    refused: str | None = None  # why the engine refused what the step did (its branch rewritten, ...)
+
+    def to_event(self) -> dict[str, Any]:
+        event = {"status": self.status, "output": self.output, "usage": self.usage, "durationMs": self.duration_ms}
+        if self.validation is not None:
+            event["validation"] = self.validation
+        if self.error is not None:
+            event["error"] = {"type": self.error.type, "message": self.error.message,
+                              "retryAfterS": self.error.retry_after_s}
+        if self.chain_output is not None:
+            event["chainOutput"] = self.chain_output
+        if self.commit:
+            event["commit"] = self.commit
+        if self.stamp:
+            event["stamp"] = self.stamp
+        if self.tree:
+            event["tree"] = self.tree
+        if self.refused:
+            event["refused"] = self.refused
+        return event
+
+
+@dataclass
+class Agents:
+    """How a run's agent roles are run: `kind` anthropic, command (with `cmd`) or replay (the
+    recordings of run `replay_from`)."""
+
+    kind: str = "anthropic"
+    cmd: str | None = None
+    replay_from: Path | None = None
+    model: str | None = None
+    timeout_s: float | None = None
+
+
+class Roles:
+    def __init__(self, manager: "TaskStateManager", run: "Run", agents: Agents,
+                 say: Callable[[str], None] = lambda line: None, cancel: "threading.Event | None" = None):
+        """`cancel`: set by a parallel run's engine to stop the agents of its lanes (`flow stop`)."""
+        self.manager, self.run, self.agents, self.say, self.cancel = manager, run, agents, say, cancel
+        self._resumed = False
+        self._key = ""
+        self._stamp: str | None = None
+        self._note = ""
+        self._lanes = 1
+        self._budget_left: int | None = None
+
+    def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1) -> "Roles":
+        """These roles working in a lane's worktree (`manager` rooted there), for one step: a
+        parallel run gives each step its own, so steps in different threads share nothing.
+        `note` goes first in the coder's context (why this attempt starts where it does);
+        `lanes`: how many share what is left of the run's token budget."""
+        roles = Roles(manager, self.run, self.agents, self.say, self.cancel)
+        roles._note = note
+        roles._lanes = max(1, lanes)
+        return roles
+
+    def perform(self, step: dict[str, Any], state: dict[str, Any], resumed: bool = False, key: str = "",
+                stamp: str | None = None) -> StepResult:
+        """Do `step`. `resumed`: the engine died during this step before; a session it had
+        finished is not run again, and the work of one it had not is committed as that attempt.
+        `key` names this try of the step (its recording); `stamp` is the time written in its
+        session entry (a replay passes the recorded one, so that every later context matches)."""
+        self._resumed = resumed
+        self._key = key or f"{step['stepId']}#1"
+        self._stamp = stamp
+        left = _budget_left(state)
+        self._budget_left = None if left is None else left // self._lanes  # lanes at once: a share each
+        kind = step["kind"]
+        if kind == "coder":
+            return self.coder(step, state)
+        if kind == "reviewer":
+            return self.reviewer(step, state)
+        if kind == "validate":
+            return self.validate(step)
+        raise SpecfluxError(f"the run asked for work of kind {kind!r}, which no role does "
+                            "(roles: coder, validate, reviewer, approval)")
+
+    # ----------------------------------------------------------------- coder
+
+    def coder(self, step: dict[str, Any], state: dict[str, Any]) -> StepResult:
+        task_id = step["taskId"]
+        started = time.monotonic()
+        extra = "\n\n".join(part for part in (self._note, retry_context(state, task_id)) if part)
+        if self.agents.kind == "command":
+            extra = (f"This session is one step of workflow run {self.run.id}: the run decides when the task is "
+                     "complete. Do not run `specflux complete`; when every criterion is met, write `### Summary` "
+                     "and `### For Downstream Tasks` under `## 4. Chain Output` yourself.\n\n" + extra).strip()
+        done = self._session(step, "coder", extra_context=extra)
+        usage = done["usage"]
+        failure = _api_failure(done)
+        timed_out = failure is not None and failure.type == "TIMEOUT"
+        if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
+            return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
+        tree = work_tree_fingerprint(self.manager)
+        unchanged = not timed_out and task_unchanged(self.manager, self.run.id, task_id) \
+            and expects_change(self.manager, task_id)
+        validation = None if timed_out or unchanged else self._run_tests()
+        if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
+            checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
+        elif unchanged:  # nothing to test and nothing to review: not accepted, whatever the agent says
+            checked = {"passed": False, "noChange": True,
+                       "issues": ["no change: the task's attempts in this run changed nothing in the repository "
+                                  "(.specflux/ aside); the task needs a change (its metadata would say "
+                                  "\"expects_change\": false otherwise)"]}
+        elif validation is not None:
+            checked = {"passed": validation.passed, "issues": validation.issues()}
+        else:
+            claimed = done["handoff"] is not None and done["ok"]
+            checked = {"passed": claimed, "issues": [] if claimed else [done["error"] or f"the session ended: {done['stop']}"],
+                       "claimedByAgent": True}
+        status = "complete" if checked["passed"] else ("blocked" if done["stop"] == "error" else "needs_revision")
+        output = {"taskId": task_id, "code": done["code"], "status": status, "selfValidation": checked}
+        if done.get("notices"):
+            output["notices"] = done["notices"]
+        chain = (done["handoff"] or {}).get("chainOutput")
+        if chain is None and done["handoff"]:  # no chain output handed over: the coder's own account
+            output["did"] = done["handoff"]["did"]
+        return StepResult("OK", output, validation=validation.to_state() if validation else None, usage=usage,
+                          duration_ms=_ms(started), chain_output=chain, commit=done["commit"], tree=tree)
+
+    # ----------------------------------------------------------------- one session, once
+
+    def _session(self, step: dict[str, Any], role: str, **options: Any) -> dict[str, Any]:
+        """Run the step's agent session, or, on a resumed step, take what the session that the
+        crash interrupted had already finished. Returns a plain summary, saved before it is used."""
+        import json
+
+        saved = self._steps / f"{self._key.replace('#', '-')}.session.json"  # one per try of the step
+        if saved.is_file():
+            return json.loads(saved.read_text(encoding="utf-8"))
+        if self._resumed:
+            finished = self._finished_commit(step)
+            if finished is not None:
+                return finished
+            self._commit_crashed(step, role)
+        from specflux.agent.session import run_session
+
+        task_id = step["taskId"]
+        backend, edits = self._backend(step, role)
+        self._steps.mkdir(parents=True, exist_ok=True)
+        handin = self.run.handins_dir / f"{step['stepId']}.json" if self.agents.kind == "command" and role != "coder" else None
+        clock = (lambda: self._stamp) if self._stamp else now_stamp
+        report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits, clock=clock,
+                             role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
+                             say=self.say, model=self.agents.model, handin=handin, token_budget=self._session_budget(),
+                             baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True, **options)
+        if report.stop == "interrupted":
+            raise Interrupted(report.error or "interrupted")
+        handoff = report.handoff
+        for notice in report.notices:  # what the session put back, left out, could not do: said
+            self.say(f"task {task_id}: {notice}")
+        summary = {
+            "notices": list(report.notices),
+            "stop": report.stop, "ok": report.ok, "session": report.session, "commit": report.commit,
+            "error": report.error, "usage": _usage(report), "code": _code_summary(report), "review": report.review,
+            "handoff": None if handoff is None else {
+                "did": list(handoff.did),
+                "chainOutput": None if handoff.chain_output is None else {
+                    "summary": handoff.chain_output.summary, "downstream": handoff.chain_output.downstream}},
+        }
+        from specflux.base.files import atomic_write
+
+        atomic_write(saved, json.dumps(summary, ensure_ascii=False))
+        return summary
+
+    def _session_budget(self) -> int | None:
+        """What the run's token budget leaves for this session (the session's own limit when less)."""
+        if self._budget_left is None:
+            return None
+        return max(1, min(self._budget_left, self.manager.ws.config.agent.token_budget))
+
+    @property
+    def _steps(self) -> Path:
+        return self.run.dir / "steps"
+
+    def _finished_commit(self, step: dict[str, Any]) -> dict[str, Any] | None:
+        """A session of this step that committed before the crash (and was not interrupted)."""
+        git = self.manager.git
+        if git is None:
+            return None
+        found = [c for c in git.find_commits({"Specflux-Run": self.run.id, "Specflux-Step": step["stepId"]})
+                 if c.trailers.get("Specflux-Stop") not in ("interrupted", "crashed")]
+        if not found:
+            return None
+        c = found[0]
+        t = c.trailers
+        usage = {"inputTokens": int(t.get("Specflux-Input-Tokens", 0)), "outputTokens": int(t.get("Specflux-Output-Tokens", 0)),
+                 "cacheReadTokens": int(t.get("Specflux-Cache-Read-Tokens", 0)),
+                 "cacheWriteTokens": int(t.get("Specflux-Cache-Write-Tokens", 0))}
+        stop = t.get("Specflux-Stop", "end_session")
+        return {"stop": stop, "ok": stop in ("end_session", "end_turn"), "session": int(t.get("Specflux-Session", 0) or 0),
+                "commit": c.sha, "error": None, "usage": usage, "code": f"commit {c.sha[:12]}", "review": None,
+                "handoff": {"did": [c.subject], "chainOutput": None} if stop in ("end_session", "end_turn") else None}
+
+    def _commit_crashed(self, step: dict[str, Any], role: str) -> None:
+        """The engine died during this step's session: give that attempt its progress-log entry and
+        commit what it changed (from the baseline it saved), so nothing is lost or mixed up."""
+        import json
+
+        from specflux.format.model import SessionInput
+        from specflux.store.manager import commit_subject
+
+        task_id = step["taskId"]
+        done = self.manager.append_session(task_id, SessionInput(
+            did=["Session ended without a hand-off: the run's engine stopped during this session (a crash or kill)"],
+            issues="Its partial work, if any, is committed with this entry.",
+            next="The run starts this step again."), commit=False)
+        git = self.manager.git
+        if git is None:
+            return
+        trailers = {"Specflux-Task": task_id, "Specflux-Session": str(done.session), "Specflux-Status": done.status or "",
+                    "Specflux-Stop": "crashed", **self._trailers(role, step)}
+        subject = commit_subject(task_id, done.session, "engine stopped during the session")
+        baseline_file = self._steps / f"{step['stepId']}.baseline.json"
+        if baseline_file.is_file():
+            from specflux.vcs.git import Baseline
+
+            baseline = Baseline.from_json(json.loads(baseline_file.read_text(encoding="utf-8")))
+            git.commit_session(baseline, None, subject, trailers)
+        else:
+            git.commit([self.manager.path(task_id)], subject, trailers)
+
+    def _run_tests(self):
+        cfg = getattr(self.manager.ws.config, "validate", None)
+        if cfg is None:
+            return None
+        from specflux.flow.steps.validate import run_validation
+
+        return run_validation(self.manager.ws.root, cfg)
+
+    # ----------------------------------------------------------------- reviewer
+
+    def reviewer(self, step: dict[str, Any], state: dict[str, Any]) -> StepResult:
+        task_id = step["taskId"]
+        started = time.monotonic()
+        done = self._session(step, "reviewer", extra_context=self._change_to_review(task_id, state))
+        failure = _api_failure(done)
+        if failure is not None:
+            return StepResult("ERROR", None, usage=done["usage"], duration_ms=_ms(started), error=failure)
+        review = done["review"]
+        refused = unjudged(review, self.manager, task_id)
+        if review is None or refused:
+            why = refused or f"the reviewer handed in no verdict ({done['error'] or done['stop']})"
+            review = {"approved": False, "criteriaResults": (review or {}).get("criteriaResults", []),
+                      "issues": [{"severity": "blocker", "description": why}]}
+        output = {"taskId": task_id, **review}
+        return StepResult("OK", output, usage=done["usage"], duration_ms=_ms(started), commit=done["commit"])
+
+    def _change_to_review(self, task_id: str, state: dict[str, Any]) -> str:
+        """The coder's change for this task in this run: the commits and their diff (truncated)."""
+        git = self.manager.git
+        parts = ["## The change to review"]
+        coder = state.get("coderOutput") or {}
+        checked = coder.get("selfValidation") or {}
+        if checked:
+            verdict = "passed" if checked.get("passed") else "FAILED"
+            source = "the coder's own claim (no [validate] command)" if checked.get("claimedByAgent") else \
+                "run by the harness"
+            parts.append(f"Tests: {verdict} ({source}).")
+        if git is None:
+            return "\n".join(parts + ["(not a git repository: read the files named in the task's progress log)"])
+        commits = git.find_commits({"Specflux-Run": self.run.id, "Specflux-Task": task_id, "Specflux-Role": "coder"})
+        if not commits:
+            return "\n".join(parts + ["(no commits from the coder in this run)"])
+        base = commits[-1].sha + "^"
+        from specflux.vcs.git import _run
+
+        done = _run(("diff", "--stat", "--patch", base, "HEAD", "--", ".", ":(exclude).specflux"), git.root)
+        diff = done.stdout if done.returncode == 0 else f"(git diff failed: {done.stderr.strip()})"
+        if len(diff) > DIFF_LIMIT:
+            diff = diff[:DIFF_LIMIT] + f"\n[... diff truncated at {DIFF_LIMIT} characters; read the files ...]"
+        return "\n".join(parts + ["```diff", diff.rstrip(), "```"])
+
+    # ----------------------------------------------------------------- validate
+
+    def validate(self, step: dict[str, Any]) -> StepResult:
+        started = time.monotonic()
+        validation = self._run_tests()
+        if validation is None:
+            output = {"passed": True, "passRate": None, "coverage": None, "failedTests": [],
+                      "note": "no [validate] section in .specflux/config.toml: nothing was run"}
+            return StepResult("OK", output, duration_ms=_ms(started))
+        return StepResult("OK", validation.to_state(), duration_ms=_ms(started))
+
+    # ----------------------------------------------------------------- plumbing
+
+    def _commits(self) -> bool:
+        return self.manager.git is not None
+
+    def _trailers(self, role: str, step: dict[str, Any]) -> dict[str, str]:
+        return {"Specflux-Run": self.run.id, "Specflux-Role": role, "Specflux-Step": step["stepId"]}
+
+    def _backend(self, step: dict[str, Any], role: str):
+        """The backend for this step's agent, and whether it edits the task file itself."""
+        task_id = step["taskId"]
+        if self.agents.kind == "replay":
+            from specflux.agent.anthropic_backend import replay_backend
+
+            step_id, _, n = self._key.partition("#")
+            source = self.agents.replay_from / "recordings" / (f"{step_id}.jsonl" if n in ("", "1")
+                                                               else f"{step_id}-{n}.jsonl")
+            return replay_backend(source), False
+        if self.agents.kind == "command":
+            from specflux.agent.command_backend import CommandBackend
+
+            env = {
+                "SPECFLUX_TASK_FILE": str(self.manager.path(task_id)), "SPECFLUX_TASK_ID": task_id,
+                "SPECFLUX_ROOT": str(self.manager.ws.root), "SPECFLUX_RUN": self.run.id, "SPECFLUX_ROLE": role,
+                "SPECFLUX_HANDIN": str(self.run.handins_dir / f"{step['stepId']}.json"),
+            }
+            self.run.handins_dir.mkdir(parents=True, exist_ok=True)
+            timeout = self.agents.timeout_s or self.manager.ws.config.agent.session_timeout_s
+            prefix = f"[task {task_id}] " if self.cancel is not None else ""  # a parallel run's lanes
+            return CommandBackend(self.agents.cmd or "", timeout_s=timeout, env=env, cancel=self.cancel,
+                                  prefix=prefix), role == "coder"
+        from specflux.agent.anthropic_backend import live_backend
+
+        self.run.recordings_dir.mkdir(parents=True, exist_ok=True)
+        return live_backend(self.run.recording(self._key), task_id=task_id), False
+
+
+def retry_context(state: dict[str, Any], task_id: str) -> str:
+    """Exactly why the last attempt at `task_id` failed, for the next coder session: the failed
+    tests with their messages, or the reviewer's issues and unmet criteria. Empty on a first try."""
+    coder = state.get("coderOutput") or {}
+    review = state.get("reviewerOutput") or {}
+    attempts = (state.get("taskAttempts") or {}).get(task_id, 0)  # this attempt included
+    if attempts <= 1:
+        return ""
+    last_coder = coder.get("taskId") == task_id
+    lines: list[str] = []
+    if review.get("taskId") == task_id and not review.get("approved") and \
+            (not last_coder or (coder.get("selfValidation") or {}).get("passed")):
+        lines = [f"## Why the last attempt was sent back (attempt {attempts} of this task)",
+                 "The reviewer requested changes:"]
+        lines += [f"- [{i.get('severity')}] {i.get('description')}" for i in review.get("issues", [])]
+        unmet = [c.get("criterion") for c in review.get("criteriaResults", []) if not c.get("met")]
+        if unmet:
+            lines += ["Criteria the reviewer found not met:", *(f"- {c}" for c in unmet)]
+    elif (approval := state.get("approvalOutput") or {}) and approval.get("taskId", task_id) == task_id \
+            and not approval.get("approved"):
+        lines = [f"## Why the last attempt was sent back (attempt {attempts} of this task)",
+                 f"A person rejected it: {approval.get('note') or '(no note)'}"]
+    elif last_coder and not (coder.get("selfValidation") or {}).get("passed"):
+        lines = [f"## Why the last attempt failed (attempt {attempts} of this task)"]
+        issues = (coder.get("selfValidation") or {}).get("issues") or []
+        lines += ["The tests failed:", *(f"- {issue}" for issue in issues)] if issues else \
+            ["The attempt did not pass."]
+    if lines:
+        lines.append("Fix exactly these; the tests are run again after your session.")
+    return "\n".join(lines)
+
+
+def _budget_left(state: dict[str, Any]) -> int | None:
+    """Tokens the run may still spend, or None without a run-wide budget."""
+    from specflux.flow.state import TOKEN_KEYS
+
+    budget = state.get("tokenBudget")
+    if not budget:
+        return None
+    return budget - sum((state.get("metrics") or {}).get(k, 0) for k in TOKEN_KEYS)
+
+
+def _usage(report) -> dict[str, int]:
+    u = report.outcome.usage if report.outcome is not None else None
+    if u is None:
+        return {}
+    return {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens,
+            "cacheReadTokens": u.cache_read_input_tokens, "cacheWriteTokens": u.cache_creation_input_tokens}
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _code_summary(report) -> str:
+    files = [p for p in report.changed if not p.startswith(".specflux/")]
+    return (f"commit {report.commit[:12]}: " if report.commit else "") + (", ".join(files) or "no files changed")
+
+
+def _api_failure(done: dict[str, Any]) -> AgentErrorInfo | None:
+    """The session did not run, or stopped on a rate limit, an overload or a timeout of the API."""
+    if done["session"] is None:
+        return _error_info(done["error"] or "the session did not run")
+    if done["stop"] != "error" or not done["error"]:
+        return None
+    info = _error_info(done["error"])
+    return info if info.type != "ERROR" else None
+
+
+def _error_info(message: str) -> AgentErrorInfo:
+    """The kind of an agent error, from its message (the API's status codes)."""
+    lowered = message.lower()
+    if "429" in message or "rate limit" in lowered or "rate_limit" in lowered:
+        return AgentErrorInfo("RATE_LIMIT", message)
+    if "529" in message or "overloaded" in lowered:
+        return AgentErrorInfo("OVERLOADED", message)
+    if "timed out" in lowered or "timeout" in lowered:
+        return AgentErrorInfo("TIMEOUT", message)
+    return AgentErrorInfo("ERROR", message)

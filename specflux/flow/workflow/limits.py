@@ -1,0 +1,67 @@
+"""The limits every run has, whether the user set them or not.
+
+A loop edge without `max_iterations` is easy to write and, left alone, runs until the account is
+empty. So a run is finite by default:
+
+- **Steps per task** (edge workflows): a task may take at most as many steps as its workflow's
+  edges allow it, counting `max_iterations` where an edge has one and DEFAULT_EDGE_LIMIT where it
+  has none (plus the merges of a parallel run). A task that reaches it fails (`max_iterations`),
+  and the run goes on with the next.
+- **Steps per run**: the tasks times that allowance, between FLOOR and CEILING, unless
+  `--max-iterations` or `[flow] max_iterations` says otherwise. The run then fails `max_iterations`.
+- **Tokens per run**: `[flow] token_budget` (config.py has the default) unless `--token-budget`.
+- **Rounds without change**: the same task going round `[flow] stall_rounds` times with the same
+  tree, the same test result and the same review issues ends the run `stalled`.
+
+Every limit that ends a run says which it is and the numbers (`failureReason`, `failureDetail`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from specflux.flow.state import TOKEN_KEYS
+
+if TYPE_CHECKING:
+    from specflux.flow.workflow.workflow_file import Workflow
+
+FLOOR, CEILING = 10, 1000  # bounds of the derived run cap (steps)
+DEFAULT_EDGE_LIMIT = 3  # what an edge without max_iterations counts for in a task's allowance
+DEFAULT_TASK_STEPS = 12  # a task's allowance under Python decision logic (the seed's queue: 12)
+MERGE_ALLOWANCE = 7  # a parallel run's merges: 1 + 2 conflicts x (a new coder, a review, a merge)
+ERROR_ALLOWANCE = 2  # agent errors retried (rate limits, overloads, timeouts of a review)
+
+
+def task_step_limit(workflow: "Workflow", parallel: int = 1) -> int | None:
+    """The steps one task may take under `workflow` (None for Python decision logic, which
+    requests its own steps: only the run cap applies there)."""
+    if workflow.spec:
+        return None
+    steps = 1 + ERROR_ALLOWANCE + sum(edge.max_iterations or DEFAULT_EDGE_LIMIT for edge in workflow.edges
+                                      if edge.from_ != "planner")
+    return steps + (MERGE_ALLOWANCE if parallel > 1 else 0)
+
+
+def default_run_cap(tasks: int, per_task: int | None) -> int:
+    """The run's cap on steps when nobody set one: its tasks times their allowance, bounded."""
+    return max(FLOOR, min(CEILING, max(1, tasks) * (per_task or DEFAULT_TASK_STEPS) + 1))
+
+
+def limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None) -> str | None:
+    """The limit that starting `step` would pass, as `reason: what happened, with the numbers`,
+    or None: the run's step cap, its token budget, or the step's task stalled."""
+    cap = state.get("maxIterations")
+    if cap and state["iteration"] >= cap:
+        return f"max_iterations: the run took {state['iteration']} steps, its cap (maxIterations) is {cap}"
+    budget = state.get("tokenBudget")
+    used = sum(state["metrics"][k] for k in TOKEN_KEYS)
+    if budget and used >= budget:
+        return f"token_budget: the run used {used:,} tokens of its budget of {budget:,}"
+    rounds = state.get("stallRounds")
+    task_id = (step or {}).get("taskId")
+    if rounds and task_id and (step or {}).get("kind") == "coder":
+        seen = (state.get("stall") or {}).get(task_id) or {}
+        if seen.get("rounds", 0) >= rounds:
+            return (f"stalled: task {task_id} went {seen['rounds'] + 1} coder rounds in a row with no change in the "
+                    f"repository's tree, the tests' result or the reviewer's issues (stall_rounds = {rounds})")
+    return None

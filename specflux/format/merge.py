@@ -1,0 +1,713 @@
+"""A three-way merge of task-state files by parts: git's merge driver for `.specflux/task-states/*.md`.
+
+Why: two lanes (or two people on two machines) working on one task both append a session, tick
+criteria and change metadata. Git merges text by lines, so two sessions appended at the end of
+the progress log, two `"status"` lines or two ticks on neighbouring lines are conflicts, although
+nothing disagrees. `merge_task(base, ours, theirs)` merges the file by what it is made of:
+
+- **metadata**, key by key (`_merge_value`): a key changed on one side takes that side; both sides
+  to the same value is fine; nested objects merge key by key and lists of plain values (such as
+  `dependencies`) as sets (additions and removals of both sides). Two different values are a
+  conflict, except `total_sessions` (recomputed from the merged progress log) and `status`, where
+  the further state wins: complete > review > in_progress > failed > blocked > pending (work that
+  was handed in or finished is a fact; `in_progress` is someone working again after a failure;
+  `blocked` is derived from a dependency; `pending` is where every task starts).
+- **acceptance criteria**: a box ticked on either side is ticked; unticked only when one side
+  unticked it and the other left it as it was. Ticks are merged apart from the text, so ticking
+  never conflicts with an edit of the same line; the text is merged by lines.
+- **progress log**: the sessions of both sides. Sessions theirs added after the base go after
+  ours, and keep their number unless it would repeat or go backwards, when they take the previous
+  number + 1 (the `### Session N` heading is rewritten). An archived summary changed on both sides
+  differently is a conflict.
+- **every other part** (chain inputs, chain output, context, unknown sections, the title) is
+  merged subsection by subsection (`### ...`): a subsection added on either side is kept where it
+  was added, and each one is merged three-way by lines, like `git merge-file`.
+
+A true conflict keeps git's markers (`<<<<<<< ours` / `=======` / `>>>>>>> theirs`) around the
+lines that disagree, in the part they belong to, and nothing else. Every byte outside a conflict
+comes from one of the sides; the file keeps ours' line endings. A file that is not a task file
+(no title, no readable metadata, a code fence never closed, mixed line endings) is merged by lines
+as a whole, the way `git merge-file` does: never losing a side.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from specflux.format.document import (
+    _ARCHIVED,
+    _FROM_TASK,
+    _SECTION_KEYS,
+    _SESSION,
+    TaskDocument,
+    normalise_heading,
+)
+from specflux.format.outline import Heading, scan, split_lines
+
+OURS_MARKER, SEPARATOR, THEIRS_MARKER = "<<<<<<< ours", "=======", ">>>>>>> theirs"
+STATUS_ORDER = ("complete", "review", "in_progress", "failed", "blocked", "pending")
+ATTRIBUTE = ".specflux/task-states/*.md merge=specflux"
+DRIVER_NAME = "specflux task-state merge"
+_MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()
+_SESSION_HEADING = re.compile(r"^( {0,3}#{3}[ \t]+session\s*#?\s*)(\d+)", re.I)
+_MARKER_LINE = re.compile(r"^<{7}(?:[ \t]|$)", re.M)
+
+Key = tuple
+
+
+# ====================================================================== the entry points
+
+
+def merge_task(base: str, ours: str, theirs: str) -> tuple[str, bool]:
+    """The merged text and whether it is clean (no conflict markers were left in it)."""
+    newline = _common_newline((base, ours, theirs))
+    if newline is None:  # mixed line endings inside a file: lines as they are, endings included
+        return merge_lines(base, ours, theirs)
+    b, o, t = (_to_lf(text) for text in (base, ours, theirs))
+    docs = [_parse(text) for text in (b, o, t)]
+    if None in docs:
+        merged, clean = merge_lines(b, o, t)
+    else:
+        merged, clean = _merge_documents(*docs)
+        if clean and _parse(merged) is None:
+            clean = False  # a merge that no longer reads as a task file is for a person to look at
+    return (merged if newline == "\n" else merged.replace("\n", newline)), clean
+
+
+def conflict_lines(text: str) -> list[int]:
+    """1-based lines where a conflict left by a merge starts (`<<<<<<<` at a line start; a line of
+    `=======` alone is also a markdown heading underline, so it is not counted)."""
+    return [text.count("\n", 0, m.start()) + 1 for m in _MARKER_LINE.finditer(_to_lf(text))]
+
+
+def run_driver(base: str, ours: str, theirs: str, path: str | None = None) -> int:
+    """git's merge driver protocol (`%O %A %B %P`): merge the three files, write the result into
+    `ours` (%A), exit 0 when clean and 1 when conflicts are left (git then reports the path as
+    conflicted). Bytes that are not UTF-8 pass through unchanged (surrogate escapes)."""
+    texts = [Path(p).read_bytes().decode("utf-8", "surrogateescape") for p in (base, ours, theirs)]
+    shown = path or ours
+    try:
+        merged, clean = merge_task(*texts)
+    except Exception as e:  # a bug here must not lose a side: let git merge the lines itself
+        print(f"specflux merge-driver: {shown}: merging by parts failed ({e!r}); merged by lines", file=sys.stderr)
+        done = subprocess.run(["git", "merge-file", "-L", "ours", "-L", "base", "-L", "theirs", ours, base, theirs])
+        return 0 if done.returncode == 0 else 1
+    Path(ours).write_bytes(merged.encode("utf-8", "surrogateescape"))
+    if not clean:
+        lines = conflict_lines(merged) or [1]
+        for line in lines:
+            print(f"{shown}:{line}: merge conflict left for a person to resolve", file=sys.stderr)
+    return 0 if clean else 1
+
+
+def register_driver(root: Path) -> None:
+    """Make git merge the task files under `root` with `specflux merge-driver`.
+
+    The attribute goes into `root/.gitattributes` (added only if missing; the file's other lines
+    stay), so it travels with the repository. The driver itself is git config, which git never
+    clones: a clone merges task files by lines until `specflux init` runs in it, which sets
+    `merge.specflux.name` and `merge.specflux.driver` in that repository's local config (never the
+    global one). A driver the user already configured is left as it is. Outside a git repository
+    only the attribute is written.
+    """
+    _add_attribute(root / ".gitattributes")
+    if _inside_git(root):
+        for key, value in (("merge.specflux.name", DRIVER_NAME), ("merge.specflux.driver", driver_command())):
+            if _git_config(root, "--get", key) is None:
+                _git_config(root, key, value)
+
+
+def driver_command() -> str:
+    """`specflux merge-driver %O %A %B %P`, or the running interpreter's `-m specflux.cli` when
+    `specflux` is not on PATH (a virtualenv that is not activated): git runs it through a shell."""
+    program = "specflux" if shutil.which("specflux") else f"{shlex.quote(sys.executable)} -m specflux.cli"
+    return f"{program} merge-driver %O %A %B %P"
+
+
+# ====================================================================== line endings and parsing
+
+
+def _common_newline(texts) -> str | None:
+    """The line ending to write (ours', else theirs', else base's, else LF), or None when one of the
+    files mixes endings (then no normalising is safe)."""
+    styles = []
+    for text in texts:
+        kinds = set(re.findall(r"\r\n|\r|\n", text))
+        if len(kinds) > 1:
+            return None
+        styles.append(kinds.pop() if kinds else None)
+    return styles[1] or styles[2] or styles[0] or "\n"
+
+
+def _to_lf(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _parse(text: str) -> TaskDocument | None:
+    """The document when it reads as a task file whose outline can be trusted, else None."""
+    doc = TaskDocument(text)
+    try:
+        doc.title  # noqa: B018
+        doc.metadata  # noqa: B018
+        doc.members  # noqa: B018
+    except Exception:  # ParseError, and JSON a hand edit broke in ways only json names
+        return None
+    return None if doc.unclosed() else doc
+
+
+# ====================================================================== three-way merge by lines
+
+
+@dataclass
+class _Version:
+    """One side's text as lines; a criterion's box is blanked in `neutral` so that lines are
+    compared by their text and ticks are merged apart."""
+
+    lines: list[str]
+    neutral: list[str]
+    box: list[int | None]  # column of the box character in the line, for criteria
+
+    @classmethod
+    def of(cls, text: str, boxes=()) -> "_Version":
+        lines, neutral, box, pos = split_lines(text), [], [], 0
+        marks = sorted(boxes)
+        k = 0
+        for line in lines:
+            while k < len(marks) and marks[k] < pos:
+                k += 1
+            col = marks[k] - pos if k < len(marks) and marks[k] < pos + len(line) else None
+            box.append(col)
+            neutral.append(line if col is None else line[:col] + " " + line[col + 1 :])
+            pos += len(line)
+        return cls(lines, neutral, box)
+
+    def ticked(self, i: int | None) -> bool | None:
+        if i is None or self.box[i] is None:
+            return None
+        return self.lines[i][self.box[i]] != " "
+
+
+def merge_lines(base: str, ours: str, theirs: str, boxes=((), (), ())) -> tuple[str, bool]:
+    """`git merge-file` on three texts: changes of one side are taken, the same change on both is
+    taken once, and changes that touch the same lines differently are left between markers.
+    `boxes` are the offsets of criteria boxes in each text: their ticks merge apart (`_decide`)."""
+    B, O, T = (_Version.of(text, bx) for text, bx in zip((base, ours, theirs), boxes))
+    mo = SequenceMatcher(None, B.neutral, O.neutral, autojunk=False)
+    mt = SequenceMatcher(None, B.neutral, T.neutral, autojunk=False)
+    b2o, o2b = _alignment(mo, B, O)
+    b2t, t2b = _alignment(mt, B, T)
+    out: list[str] = []
+    clean = True
+
+    def emit(src: _Version, i: int, b: int | None, o: int | None, t: int | None) -> None:
+        out.append(_tick(src, i, (B, b), (O, o), (T, t)))
+
+    for chunk in _diff3(B.neutral, O.neutral, T.neutral, mo.get_matching_blocks(), mt.get_matching_blocks()):
+        kind, (z1, z2), (a1, a2), (c1, c2) = chunk
+        if kind == "unchanged":
+            for i in range(z1, z2):
+                emit(B, i, i, b2o.get(i), b2t.get(i))
+        elif kind == "ours":
+            for j in range(a1, a2):
+                emit(O, j, o2b.get(j), j, b2t.get(o2b.get(j)))
+        elif kind == "theirs":
+            for k in range(c1, c2):
+                emit(T, k, t2b.get(k), b2o.get(t2b.get(k)), k)
+        elif kind == "same":
+            for j, k in zip(range(a1, a2), range(c1, c2)):
+                emit(O, j, o2b.get(j), j, k)
+        else:  # a conflict: what both sides agree on at its edges is not part of it (git's "zealous")
+            head = 0
+            while a1 + head < a2 and c1 + head < c2 and O.neutral[a1 + head] == T.neutral[c1 + head]:
+                head += 1
+            tail = 0
+            while a2 - tail > a1 + head and c2 - tail > c1 + head and O.neutral[a2 - tail - 1] == T.neutral[c2 - tail - 1]:
+                tail += 1
+            for j, k in zip(range(a1, a1 + head), range(c1, c1 + head)):
+                emit(O, j, o2b.get(j), j, k)
+            if (a2 - tail) - (a1 + head) or (c2 - tail) - (c1 + head):
+                clean = False
+                out.append(_conflict(O.lines[a1 + head : a2 - tail], T.lines[c1 + head : c2 - tail]))
+            for j, k in zip(range(a2 - tail, a2), range(c2 - tail, c2)):
+                emit(O, j, o2b.get(j), j, k)
+    return "".join(out), clean
+
+
+def _diff3(base, a, b, ma, mb) -> Iterator[tuple[str, tuple[int, int], tuple[int, int], tuple[int, int]]]:
+    """The regions of a three-way merge (bzr's merge3): stretches of base unchanged on both sides,
+    and between them what each side made of the base. Yields (kind, base range, ours range, theirs
+    range) with kind unchanged, ours (only ours changed), theirs, same (both alike) or conflict."""
+    sync, ia, ib = [], 0, 0
+    while ia < len(ma) and ib < len(mb):
+        abase, amatch, alen = ma[ia]
+        bbase, bmatch, blen = mb[ib]
+        lo, hi = max(abase, bbase), min(abase + alen, bbase + blen)
+        if lo < hi:
+            sync.append((lo, hi, amatch + lo - abase, amatch + hi - abase, bmatch + lo - bbase, bmatch + hi - bbase))
+        if abase + alen < bbase + blen:
+            ia += 1
+        else:
+            ib += 1
+    sync.append((len(base), len(base), len(a), len(a), len(b), len(b)))
+    iz = ia = ib = 0
+    for z1, z2, a1, a2, b1, b2 in sync:
+        if a1 > ia or b1 > ib:
+            zr, ar, br = (iz, z1), (ia, a1), (ib, b1)
+            if a[ia:a1] == b[ib:b1]:
+                yield "same", zr, ar, br
+            elif base[iz:z1] == a[ia:a1]:
+                yield "theirs", zr, ar, br
+            elif base[iz:z1] == b[ib:b1]:
+                yield "ours", zr, ar, br
+            else:
+                yield "conflict", zr, ar, br
+        if z2 > z1:
+            yield "unchanged", (z1, z2), (a1, a2), (b1, b2)
+        iz, ia, ib = z2, a2, b2
+
+
+def _alignment(matcher: SequenceMatcher, base: _Version, side: _Version) -> tuple[dict, dict]:
+    """Which base line each side line is (and back): lines that match, and criteria whose text was
+    edited (paired in order when a block has as many before as after, else by likeness), so that
+    a criterion reworded on one side and ticked on the other ends up both."""
+    b2s, s2b = {}, {}
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs = zip(range(i1, i2), range(j1, j2))
+        elif tag == "replace":
+            pairs = _pair_criteria([i for i in range(i1, i2) if base.box[i] is not None],
+                                   [j for j in range(j1, j2) if side.box[j] is not None], base, side)
+        else:
+            continue
+        for i, j in pairs:
+            b2s[i], s2b[j] = j, i
+    return b2s, s2b
+
+
+def _pair_criteria(bl: list[int], sl: list[int], base: _Version, side: _Version) -> list[tuple[int, int]]:
+    if len(bl) == len(sl) or len(bl) * len(sl) > 10_000:  # a rewritten list of hundreds: in order
+        return list(zip(bl, sl))
+    pairs, free = [], list(bl)
+    for j in sl:
+        scored = [(SequenceMatcher(None, base.neutral[i], side.neutral[j]).ratio(), i) for i in free]
+        best = max(scored, default=(0.0, None))
+        if best[0] >= 0.6:
+            pairs.append((best[1], j))
+            free.remove(best[1])
+    return pairs
+
+
+def _decide(b: bool | None, o: bool | None, t: bool | None) -> bool | None:
+    """A criterion's tick from the three sides (None: the side does not have it): the side that
+    changed it wins; with no base, ticked on either side is ticked."""
+    if o is None or t is None:
+        return t if o is None else o
+    if o == t:
+        return o
+    if b is None:
+        return True
+    return t if o == b else o
+
+
+def _tick(src: _Version, i: int, base, ours, theirs) -> str:
+    """Line `i` of `src` with its criterion's box set as `_decide` says; each of base, ours and
+    theirs is (version, index of the same line there or None)."""
+    line, col = src.lines[i], src.box[i]
+    if col is None:
+        return line
+    o, t = ours[0].ticked(ours[1]), theirs[0].ticked(theirs[1])
+    want = _decide(base[0].ticked(base[1]), o, t)
+    if want is None or want == (line[col] != " "):
+        return line
+    mark = " "
+    if want:  # the mark the ticking side wrote (x or X)
+        version, j = ours if o else theirs
+        mark = version.lines[j][version.box[j]]
+    return line[:col] + mark + line[col + 1 :]
+
+
+def _conflict(ours: list[str], theirs: list[str]) -> str:
+    def block(lines):
+        text = "".join(lines)
+        return text if not text or text.endswith("\n") else text + "\n"
+
+    return f"{OURS_MARKER}\n{block(ours)}{SEPARATOR}\n{block(theirs)}{THEIRS_MARKER}\n"
+
+
+# ====================================================================== pieces of a document
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A heading with the text it owns (or the text before the first heading), and the offsets of
+    the criteria boxes in it."""
+
+    key: Key
+    text: str
+    boxes: tuple[int, ...] = ()
+    number: int | None = None  # a session's number
+
+
+_EMPTY = _Piece(("empty",), "")
+
+
+def _cut(text: str, boxes, headings: list[Heading], key_of: Callable[[Heading], tuple]) -> tuple[_Piece, list[_Piece]]:
+    """The text before the first of `headings` and a piece per heading, each up to the next one.
+    Keys get an occurrence count, so that a heading written twice is two pieces."""
+    bounds = [0, *(h.start for h in headings), len(text)]
+    pieces, seen = [], {}
+    for n, (start, end) in enumerate(zip(bounds, bounds[1:])):
+        inside = tuple(x - start for x in boxes if start <= x < end)
+        if n == 0:
+            head = _Piece(("head",), text[start:end], inside)
+            continue
+        h = headings[n - 1]
+        key = key_of(h)
+        occurrence = seen[key] = seen.get(key, -1) + 1
+        m = _SESSION.match(h.text) if h.level == 3 else None
+        pieces.append(_Piece(key + (occurrence,), text[start:end], inside, int(m.group(1)) if m else None))
+    return head, pieces
+
+
+def _sections(doc: TaskDocument) -> tuple[_Piece, list[_Piece]]:
+    """The title part and one piece per `##` section (a `#` heading after the title too)."""
+    boxes = [box for _, box, _, _, _ in doc.criteria_lines]
+    cuts = [h for h in doc.outline.headings if h.level <= 2 and h is not doc.title_heading]
+    return _cut(doc.text, boxes, cuts, _section_key)
+
+
+def _section_key(h: Heading) -> tuple:
+    name = normalise_heading(h.text)
+    if h.level == 2 and name in _SECTION_KEYS:
+        return ("section", _SECTION_KEYS[name])
+    return ("heading", h.level, name)
+
+
+def _subsections(piece: _Piece, key_of: Callable[[Heading], tuple]) -> tuple[_Piece, list[_Piece]]:
+    headings = [h for h in scan(piece.text).headings if h.level == 3]
+    return _cut(piece.text, piece.boxes, headings, key_of)
+
+
+def _sub_key(h: Heading) -> tuple:
+    m = _FROM_TASK.match(h.text)
+    return ("from", m.group(1)) if m else ("heading", normalise_heading(h.text))
+
+
+def _log_key(h: Heading) -> tuple:
+    m = _SESSION.match(h.text)
+    if m:
+        return ("session", int(m.group(1)))
+    return ("archived",) if _ARCHIVED.match(h.text) else ("heading", normalise_heading(h.text))
+
+
+def _join(texts) -> str:
+    """Pieces one after the other; one that ended the file without a line break gets one, and a
+    blank line, when something now follows it."""
+    out = ""
+    for text in texts:
+        if out and not out.endswith("\n") and text:
+            out += "\n\n"
+        out += text
+    return out
+
+
+# ====================================================================== merging pieces
+
+
+def _order(base: dict[Key, _Piece], ours: dict[Key, _Piece], theirs: dict[Key, _Piece]) -> list[Key]:
+    """The merged sequence of keys: ours' order; a piece one side deleted and the other left as it
+    was is gone; one theirs added goes after the piece it follows in theirs, and after what ours
+    added there (ours first, as with sessions)."""
+    keys = [k for k in ours if k in theirs or k not in base or ours[k].text != base[k].text]
+    theirs_keys = list(theirs)
+    for i, k in enumerate(theirs_keys):
+        if k in ours or (k in base and theirs[k].text == base[k].text):
+            continue
+        after = next((p for p in reversed(theirs_keys[:i]) if p in keys), None)
+        at = 0 if after is None else keys.index(after) + 1
+        while at < len(keys) and keys[at] in ours and keys[at] not in base and keys[at] not in theirs:
+            at += 1
+        keys.insert(at, k)
+    return keys
+
+
+def _merge_piece(b: _Piece | None, o: _Piece | None, t: _Piece | None) -> tuple[str, bool]:
+    """One piece three-way by lines; added on one side only, it is that side's."""
+    if o is None or t is None:
+        only = o or t
+        if b is None:
+            return only.text, True
+    b, o, t = b or _EMPTY, o or _EMPTY, t or _EMPTY
+    return merge_lines(b.text, o.text, t.text, (b.boxes, o.boxes, t.boxes))
+
+
+def _merge_sequence(b: dict, o: dict, t: dict, merge: Callable) -> tuple[list[str], bool]:
+    texts, clean = [], True
+    for key in _order(b, o, t):
+        text, ok = merge(key, b.get(key), o.get(key), t.get(key))
+        texts.append(text)
+        clean &= ok
+    return texts, clean
+
+
+def _by_subsections(b: _Piece, o: _Piece, t: _Piece, key_of=_sub_key) -> tuple[str, bool]:
+    """A section: the text under its heading by lines, each `###` subsection by lines, subsections
+    either side added kept (two `### From Task #101` added differently are a conflict)."""
+    (bh, bs), (oh, os_), (th, ts) = (_subsections(p, key_of) for p in (b, o, t))
+    head, clean = _merge_piece(bh, oh, th)
+    texts, ok = _merge_sequence(_keyed(bs), _keyed(os_), _keyed(ts), lambda k, *p: _merge_piece(*p))
+    return _join([head, *texts]), clean and ok
+
+
+def _keyed(pieces: list[_Piece]) -> dict[Key, _Piece]:
+    return {p.key: p for p in pieces}
+
+
+def _merge_documents(base: TaskDocument, ours: TaskDocument, theirs: TaskDocument) -> tuple[str, bool]:
+    (bh, bs), (oh, os_), (th, ts) = (_sections(d) for d in (base, ours, theirs))
+    head, clean = _merge_piece(bh, oh, th)
+    b, o, t = _keyed(bs), _keyed(os_), _keyed(ts)
+    progress, metadata = ("section", "progress", 0), ("section", "metadata", 0)
+    done: dict[Key, tuple[str, bool]] = {}
+    for key in _order(b, o, t):
+        if key == metadata:
+            continue  # last: total_sessions comes from the merged log
+        if key == progress and o.get(key) and t.get(key):
+            done[key] = _merge_log(b.get(key, _EMPTY), o[key], t[key])
+        elif o.get(key) and t.get(key):
+            done[key] = _by_subsections(b.get(key, _EMPTY), o[key], t[key])
+        else:
+            done[key] = _merge_piece(b.get(key), o.get(key), t.get(key))
+    if metadata in o or metadata in t:
+        total = _session_count(done[progress][0]) if progress in done else None
+        if metadata in o and metadata in t and metadata in b:
+            done[metadata] = _merge_metadata(b[metadata], o[metadata], t[metadata], total)
+        else:
+            done[metadata] = _merge_piece(b.get(metadata), o.get(metadata), t.get(metadata))
+    texts = [done[k][0] for k in _order(b, o, t)]
+    return _join([head, *texts]), clean and all(ok for _, ok in done.values())
+
+
+# ====================================================================== the progress log
+
+
+def _merge_log(b: _Piece, o: _Piece, t: _Piece) -> tuple[str, bool]:
+    """The progress log: sessions both sides kept (each merged by lines), then the sessions ours
+    added, then those theirs added, renumbered where their numbers would repeat or go backwards."""
+    (bh, bs), (oh, os_), (th, ts) = (_subsections(p, _log_key) for p in (b, o, t))
+    if any(p.key[0] == "session" and p.key[-1] > 0 for p in (*bs, *os_, *ts)):
+        return _merge_piece(b, o, t)  # a session number written twice: which is which is a guess
+    known = {p.number for p in bs if p.number is not None}
+    mine = [_as_new(p, "ours") if p.number is not None and p.number not in known else p for p in os_]
+    added = [p for p in ts if p.number is not None and p.number not in known]
+    rest = [p for p in ts if p not in added]
+    head, clean = _merge_piece(bh, oh, th)
+    keys = _order(_keyed(bs), _keyed(mine), _keyed(rest))
+    B, O, T = _keyed(bs), _keyed(mine), _keyed(rest)
+    merged: list[tuple[str, int | None, bool]] = []  # (text, session number, added by theirs)
+    for key in keys:
+        text, ok = _merge_piece(B.get(key), O.get(key), T.get(key))
+        clean &= ok
+        number = next((p.number for p in (O.get(key), T.get(key)) if p is not None), None)
+        merged.append((text, number, False))
+    ours_new = {p.text for p in mine if p.key[0] == "new"}
+    theirs_new = [(p.text, p.number, True) for p in added if p.text not in ours_new]
+    last = max((i for i, (text, number, _) in enumerate(merged) if number is not None or _is_archived(text)), default=None)
+    at = len(merged) if last is None else last + 1
+    merged[at:at] = theirs_new
+    return _join([head, *_renumber(merged)]), clean
+
+
+def _as_new(piece: _Piece, side: str) -> _Piece:
+    return replace(piece, key=("new", side, piece.number))
+
+
+def _is_archived(text: str) -> bool:
+    return _archived_range(text) is not None
+
+
+def _archived_range(text: str) -> tuple[int, int] | None:
+    for h in scan(text).headings:
+        m = _ARCHIVED.match(h.text) if h.level == 3 else None
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def _renumber(merged: list[tuple[str, int | None, bool]]) -> list[str]:
+    """Texts in order, theirs' added sessions renumbered so that numbers keep increasing."""
+    out, previous = [], 0
+    for text, number, added in merged:
+        archived = _archived_range(text) if number is None else None
+        if archived:
+            previous = max(previous, archived[1])
+        if number is not None:
+            if added and number <= previous:
+                number = previous + 1
+                text = _SESSION_HEADING.sub(lambda m: m.group(1) + str(number), text, count=1)
+            previous = max(previous, number)
+        out.append(text)
+    return out
+
+
+def _session_count(progress_text: str) -> int:
+    """Sessions the merged log accounts for (both sides of a conflict in it count)."""
+    headings = [h for h in scan(progress_text).headings if h.level == 3]
+    sessions = sum(1 for h in headings if _SESSION.match(h.text))
+    archived = _archived_range(progress_text)
+    return sessions + (archived[1] - archived[0] + 1 if archived else 0)
+
+
+# ====================================================================== metadata
+
+
+def _merge_metadata(b: _Piece, o: _Piece, t: _Piece, total: int | None) -> tuple[str, bool]:
+    """The metadata section: the JSON key by key, the text around the block by lines."""
+    parts = [_json_parts(p.text) for p in (b, o, t)]
+    if None in parts:
+        return _merge_piece(b, o, t)
+    (bpre, bjson, bpost, bv), (opre, ojson, opost, ov), (tpre, tjson, tpost, tv) = parts
+    pre, clean_pre = merge_lines(bpre, opre, tpre)
+    post, clean_post = merge_lines(bpost, opost, tpost)
+    updates, conflicts = {}, []
+    for key in [*ov, *(k for k in tv if k not in ov)]:
+        value, ok = _merge_key(key, bv.get(key, _MISSING), ov.get(key, _MISSING), tv.get(key, _MISSING), total)
+        if not ok:
+            conflicts.append(key)
+        elif not _same(value, ov.get(key, _MISSING)):
+            updates[key] = value
+    merged = _rewrite_json(ojson, updates)
+    if conflicts:  # the disagreeing members between markers, every other member merged
+        merged, _ = merge_lines(_rewrite_json(merged, {k: bv.get(k, _MISSING) for k in conflicts}), merged,
+                                _rewrite_json(merged, {k: tv.get(k, _MISSING) for k in conflicts}))
+    return pre + merged + post, clean_pre and clean_post and not conflicts
+
+
+def _merge_key(key: str, b, o, t, total: int | None) -> tuple[Any, bool]:
+    value, ok = _merge_value(b, o, t)
+    if key == "total_sessions" and total is not None and value is not _MISSING:
+        return total, True
+    if not ok and key == "status" and o in STATUS_ORDER and t in STATUS_ORDER:
+        return min(o, t, key=STATUS_ORDER.index), True
+    return value, ok
+
+
+def _merge_value(b, o, t) -> tuple[Any, bool]:
+    """A value three-way; (ours' value, False) when both sides changed it differently."""
+    if _same(o, t) or _same(t, b):
+        return o, True
+    if _same(o, b):
+        return t, True
+    if isinstance(o, dict) and isinstance(t, dict) and (b is _MISSING or isinstance(b, dict)):
+        base = {} if b is _MISSING else b
+        out, clean = {}, True
+        for key in [*o, *(k for k in t if k not in o)]:
+            value, ok = _merge_value(base.get(key, _MISSING), o.get(key, _MISSING), t.get(key, _MISSING))
+            clean &= ok
+            if value is not _MISSING:
+                out[key] = value
+        return (out, True) if clean else (o, False)
+    if all(v is _MISSING or _plain_list(v) for v in (b, o, t)) and _plain_list(o) and _plain_list(t):
+        base = [] if b is _MISSING else b
+        gone = {_canon(v) for v in base} - {_canon(v) for v in t}
+        have = {_canon(v) for v in base} | {_canon(v) for v in o}
+        return [v for v in o if _canon(v) not in gone] + [v for v in t if _canon(v) not in have], True
+    return o, False
+
+
+def _plain_list(value) -> bool:
+    """A list of strings and numbers, none twice: merged as a set (dependencies, labels, files)."""
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value):
+        return False
+    return len({_canon(v) for v in value}) == len(value)
+
+
+def _canon(value) -> str:
+    return "\0missing" if value is _MISSING else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _same(x, y) -> bool:
+    return _canon(x) == _canon(y)
+
+
+_FRAME = "## Metadata\n```json\n"
+
+
+def _json_parts(section: str) -> tuple[str, str, str, dict] | None:
+    """(text before the JSON, the JSON, text after it, its values), or None when a key is written
+    twice (which one counts is a guess: merged by lines then)."""
+    doc = TaskDocument(section)
+    try:
+        fence, members = doc.metadata_fence, doc.members
+    except Exception:
+        return None
+    if doc.duplicate_keys():
+        return None
+    return (section[: fence.body], section[fence.body : fence.close], section[fence.close :],
+            {m.key: m.value for m in members})
+
+
+def _rewrite_json(source: str, updates: dict[str, Any]) -> str:
+    """The JSON text with these members set (new ones last) or removed (`_MISSING`), every other
+    character as written: the edits TaskDocument makes to a task's metadata."""
+    text = _FRAME + source + "```\n"
+    for key, value in updates.items():
+        if value is _MISSING:
+            text = _without_member(TaskDocument(text), key)
+    sets = {k: v for k, v in updates.items() if v is not _MISSING}
+    if sets:
+        text = TaskDocument(text).set_metadata(sets)
+    return text[len(_FRAME) : text.rindex("```")]
+
+
+def _without_member(doc: TaskDocument, key: str) -> str:
+    members = doc.members
+    i = next((n for n, m in enumerate(members) if m.key == key), None)
+    if i is None:
+        return doc.text
+    m = members[i]
+    if i + 1 < len(members):
+        start, end = m.key_start, members[i + 1].key_start
+    elif i > 0:
+        start, end = members[i - 1].value_end, m.value_end
+    else:
+        start, end = m.key_start, m.value_end
+    return doc.text[:start] + doc.text[end:]
+
+
+# ====================================================================== registration helpers
+
+
+def _add_attribute(path: Path) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    if ATTRIBUTE in (line.strip() for line in text.splitlines()):
+        return
+    newline = "\r\n" if "\r\n" in text else "\n"
+    sep = "" if not text or text.endswith(("\n", "\r")) else newline
+    path.write_text(text + sep + ATTRIBUTE + newline, encoding="utf-8", newline="")
+
+
+def _inside_git(root: Path) -> bool:
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+                              capture_output=True, text=True)
+    except OSError:  # no git installed: nothing to configure
+        return False
+    return done.returncode == 0 and done.stdout.strip() == "true"
+
+
+def _git_config(root: Path, *args: str) -> str | None:
+    done = subprocess.run(["git", "-C", str(root), "config", "--local", *args], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None

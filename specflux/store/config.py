@@ -1,0 +1,236 @@
+"""`.specflux/config.toml`: thresholds and agent settings, with the seed's defaults."""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, ClassVar, Mapping
+
+from specflux.base.errors import ParseError
+
+
+def kb(size: int) -> str:
+    return f"{size / 1024:.1f} KB" if size < 10 * 1024 else f"{size / 1024:.0f} KB"
+
+
+@dataclass(frozen=True)
+class ArchiveConfig:
+    warn_kb: float = 50
+    archive_kb: float = 75
+    keep_sessions: int = 5
+    suggest_split_sessions: int = 20
+
+    def warnings(self, size: int, sessions: int) -> list[str]:
+        """The size warning and the decomposition suggestion, where they apply."""
+        out = []
+        if size > self.warn_kb * 1024:
+            out.append(f"{kb(size)}, past the {self.warn_kb:g} KB warning size")
+        if sessions > self.suggest_split_sessions:
+            out.append(f"{sessions} sessions: consider splitting this task into smaller ones")
+        return out
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    model: str = "claude-sonnet-5-5"
+    max_turns: int = 40
+    token_budget: int = 400_000
+    max_tokens: int = 8192
+    command_timeout_s: float = 120
+    session_timeout_s: float = 3600
+    sandbox: str = "auto"  # what confines run_command's writes (specflux.agent.sandbox.choose)
+
+    # The values a setting may take. Repeats sandbox.SETTINGS (a test checks): importing the
+    # sandbox here would load ctypes for every command.
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"sandbox": ("auto", "off", "landlock", "bwrap", "sandbox-exec")}
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """`[flow]`: workflow runs. `worktree_setup` is run (by the shell, in the worktree) in every
+    worktree a parallel run creates, before the agent starts: installing dependencies, say."""
+
+    worktree_setup: str = ""
+    worktree_setup_timeout_s: float = 900
+    parallel: int = 1  # lanes when `flow start` is not given --parallel
+    max_iterations: int = 0  # steps per run; 0: derived from the run (flow/limits.py)
+    token_budget: int = 20_000_000  # tokens per run (input + output + cache reads and writes); 0: none
+    stall_rounds: int = 3  # coder rounds in a row without a change that end a run as stalled; 0: never
+
+
+@dataclass(frozen=True)
+class Config:
+    archive: ArchiveConfig = field(default_factory=ArchiveConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    commit: bool = True
+    validate: "ValidateConfig | None" = None  # the test command of workflow runs; None: none set
+    flow: FlowConfig = field(default_factory=FlowConfig)
+
+
+def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
+    known = {f.name: f.type for f in fields(cls)}
+    unknown = set(data) - set(known)
+    if unknown:
+        raise ParseError(f"unknown setting(s) in [{name}]: {', '.join(sorted(unknown))}", path,
+                         _line_of(text, name, min(unknown)))
+    defaults = cls()
+    choices = getattr(cls, "choices", {})
+    for key, value in data.items():
+        want = type(getattr(defaults, key))
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) if want in (int, float) else isinstance(value, want)
+        if not ok:
+            raise ParseError(f"[{name}] {key} must be a {want.__name__}, not {value!r}", path, _line_of(text, name, key))
+        if key in choices and value not in choices[key]:
+            raise ParseError(f"[{name}] {key} must be one of {', '.join(choices[key])}, not {value!r}", path,
+                             _line_of(text, name, key))
+    return cls(**data)
+
+
+def _line_of(text: str, section: str, key: str) -> int | None:
+    """The line setting `key` in `[section]` (plain keys; None where it cannot be told)."""
+    current = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"\s*\[\s*([^\]]+?)\s*\]", line)
+        if header:
+            current = header.group(1)
+        elif current == section and re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return number
+    return None
+
+
+def load_config(path: Path) -> Config:
+    """Read the config file; a missing file gives the defaults, a broken one a located error."""
+    if not path.is_file():
+        return Config()
+    text = path.read_text(encoding="utf-8")
+    if text == DEFAULT_CONFIG:  # as `specflux init` wrote it: the defaults, without tomllib (~3 ms)
+        return Config()
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        line = getattr(e, "lineno", None)
+        raise ParseError(f"config is not valid TOML: {e}", path, line) from None
+    unknown = set(data) - {"archive", "agent", "git", "validate", "flow"}
+    if unknown:
+        raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
+    git = data.get("git", {})
+    return Config(
+        archive=_section(ArchiveConfig, data.get("archive", {}), path, "archive", text),
+        agent=_section(AgentConfig, data.get("agent", {}), path, "agent", text),
+        commit=bool(git.get("commit", True)),
+        validate=_validate_section(data.get("validate"), path, text),
+        flow=_section(FlowConfig, data.get("flow", {}), path, "flow", text),
+    )
+
+
+def _validate_section(data: Any, path: Path, text: str) -> "ValidateConfig | None":
+    """`[validate]`, read by the flow package; imported only when present, so that commands on a
+    workspace without one (`list`, `show`) load nothing of workflow runs."""
+    return load_validate_config(data, path, text)
+
+
+# --- [validate] ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValidateConfig:
+    """The `[validate]` table of config.toml; relative paths are relative to the repository."""
+
+    command: str
+    junit_xml: str | None = None
+    coverage_json: str | None = None
+    timeout_s: float = 900
+
+
+def load_validate_config(data: Mapping | None, path: Path, text: str = "") -> ValidateConfig | None:
+    """The `[validate]` table as a ValidateConfig, or None when there is none.
+
+    `path` is config.toml (named in every error); `text` its content, used only to give the line of
+    a bad key. A typo such as `junit = ...` is refused rather than ignored: an ignored junit path
+    would silently turn "the report says" into "the exit code says".
+    """
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise ParseError(f"[validate] must be a table, not {data!r}", path, _line_of_section(text))
+    known = {"command", "junit_xml", "coverage_json", "timeout_s"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ParseError(f"unknown setting(s) in [validate]: {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(known))})", path, _validate_line_of(text, unknown[0]))
+    if "command" not in data:
+        raise ParseError("[validate] needs a command, e.g. command = \"python -m pytest -q\"", path,
+                         _line_of_section(text))
+    for key in ("command", "junit_xml", "coverage_json"):
+        value = data.get(key)
+        if key in data and (not isinstance(value, str) or not value.strip()):
+            raise ParseError(f"[validate] {key} must be a non-empty string, not {value!r}", path,
+                             _validate_line_of(text, key))
+    timeout = data.get("timeout_s", ValidateConfig.timeout_s)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise ParseError(f"[validate] timeout_s must be a positive number of seconds, not {timeout!r}", path,
+                         _validate_line_of(text, "timeout_s"))
+    return ValidateConfig(command=data["command"], junit_xml=data.get("junit_xml"),
+                          coverage_json=data.get("coverage_json"), timeout_s=float(timeout))
+
+
+def _validate_line_of(text: str, key: str) -> int | None:
+    return _line_of(text, "validate", key)
+
+
+def _line_of_section(text: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(r"\s*\[\s*validate\s*\]", line) or re.match(r"\s*validate\s*=", line):
+            return number
+    return None
+
+
+DEFAULT_CONFIG = """\
+# specflux settings. Every key is optional; these are the defaults.
+
+[archive]
+warn_kb = 50                 # list and lint warn past this size
+archive_kb = 75              # older sessions move to .specflux/archives/ past this size
+keep_sessions = 5            # sessions kept in full when archiving
+suggest_split_sessions = 20  # suggest decomposing a task past this many sessions
+
+[agent]
+model = "claude-sonnet-5-5"
+max_turns = 40
+token_budget = 400000        # input + output tokens per session
+max_tokens = 8192            # per response
+command_timeout_s = 120      # run_command default timeout
+sandbox = "auto"             # run_command may write only in the repository (not .git/ or .specflux/)
+                             # and a temp folder: "auto" (bwrap, else Landlock, else sandbox-exec;
+                             # says so when none is available), "bwrap", "landlock", "sandbox-exec",
+                             # or "off" (unconfined, and no warning)
+
+[git]
+commit = true                # commit every session; --no-commit skips one
+
+# The test command workflow runs (`specflux flow`) run after the coder: its exit code and report,
+# not the agent's word, say whether the tests pass. Without it the coder's own claim stands.
+# [validate]
+# command = "python -m pytest -q --junitxml=.specflux-junit.xml"  # run in the repository root
+# junit_xml = ".specflux-junit.xml"   # optional: failed tests and pass rate come from it
+# coverage_json = "coverage.json"     # optional: coverage from `coverage json` output
+# timeout_s = 900                     # the command and its children are killed after this
+
+# Parallel runs (`specflux flow start --parallel N`) give each coder attempt its own git worktree;
+# this command prepares each one before the agent starts (run by the shell, in the worktree).
+# Every run is finite even where the workflow sets no max_iterations:
+# [flow]
+# worktree_setup = "npm ci"
+# worktree_setup_timeout_s = 900
+# max_iterations = 0         # steps per run; 0: the run's tasks x the steps its workflow allows each
+# token_budget = 20000000    # tokens per run (input, output, cache reads and writes); --token-budget overrides
+# stall_rounds = 3           # a task going round this often with no change in tree, tests or review
+#                            # issues ends the run as stalled; 0: never
+"""

@@ -1,0 +1,80 @@
+"""A cache of `list` rows, keyed on each file's stat, like git's index.
+
+A row is reused only while its file's size, inode, mtime and ctime are unchanged (any write,
+by specflux, an editor or git, changes ctime). Racy entries, written less than two seconds before
+the cache itself, are never stored, so a change in the same clock tick cannot hide. Broken files
+are never cached: their error is found afresh every time. The cache lives in
+`.specflux/cache/` (git-ignored); deleting it is always safe; SPECFLUX_CACHE=0 turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from specflux.store.workspace import Workspace
+
+VERSION = 1
+RACY_NS = 2_000_000_000
+
+_FIELDS = ("title", "status", "done", "total", "sessions", "dependencies")
+
+
+def enabled() -> bool:
+    return os.environ.get("SPECFLUX_CACHE", "1") != "0"
+
+
+def _key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[[str], object], row_type) -> list:
+    """The rows for `ids`, from the cache where the file is unchanged, parsed (and cached) otherwise."""
+    cache_file = ws.dir / "cache" / "summaries.json"
+    root = str(ws.root)
+    try:
+        with open(cache_file, "rb") as f:
+            data = json.loads(f.read())
+        entries = data["entries"] if data.get("version") == VERSION else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        entries = {}
+    fresh: dict[str, list] = {}
+    rows = []
+    broken = False
+    now = time.time_ns()
+    for task_id in ids:
+        rel = ws.task_rel(task_id)
+        try:
+            key = _key(os.stat(os.path.join(root, rel)))
+        except OSError:
+            key = None
+        entry = entries.get(task_id)
+        if key is not None and entry is not None and entry[0] == key:
+            row = row_type(task_id, rel, key[0], **dict(zip(_FIELDS, entry[1])))
+            row.dependencies = list(row.dependencies)
+            fresh[task_id] = entry
+        else:
+            row = parse(task_id)
+            broken = broken or row.error is not None
+            if key is not None and row.error is None and now - max(key[2], key[3]) > RACY_NS:
+                fresh[task_id] = [key, [getattr(row, f) for f in _FIELDS]]
+        rows.append(row)
+    if fresh != entries and not broken:  # a command that meets a broken file writes nothing
+        _save(cache_file, fresh)
+    return rows
+
+
+def _save(cache_file: Path, entries: dict) -> None:
+    """Best effort: a cache that cannot be written (read-only checkout) only costs speed."""
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"version": VERSION, "entries": entries}, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass

@@ -1,0 +1,1 @@
+"""What the surfaces (CLI, MCP server, board, demo) share: JSON shapes and tables of tasks."""

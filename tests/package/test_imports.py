@@ -1,0 +1,91 @@
+"""The one-task commands and `list` import only what they use.
+
+Each command runs in a fresh interpreter (as the console script runs it) that then reports the
+modules it loaded. pydantic alone cost ~100 ms of every `show` and `session`; the agent stack
+(anthropic, httpx), GitPython, mistune and jsonata (workflows) are for other commands. Timings live in bench/
+(bench_one_task.py, bench_imports.py); this only checks what can fail deterministically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specflux.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+FORBIDDEN = ("pydantic", "pydantic_core", "anthropic", "httpx", "httpx2", "mistune", "git", "jsonata")
+
+PROBE = """
+import json, os, sys
+from specflux.cli.main import main
+argv, report = json.loads(sys.argv[1]), sys.argv[2]
+sys.stdout = open(os.devnull, "w")
+rc = main(argv)
+with open(report, "w") as f:
+    json.dump({"rc": rc, "modules": sorted(sys.modules)}, f)
+"""
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """Task 1, complete with a chain output, and task 2 that depends on it (so `context 2` embeds
+    an upstream), with two criteria and a session. Not a git repository."""
+    root = tmp_path_factory.mktemp("imports")
+    quiet = ["--root", str(root)]
+    assert main(["init", str(root)]) == 0
+    assert main([*quiet, "new", "Upstream", "--ac", "it works"]) == 0
+    assert main([*quiet, "complete", "1", "--summary", "Built the thing", "--no-commit"]) == 0
+    assert main([*quiet, "new", "Downstream", "--dep", "1", "--ac", "first", "--ac", "second"]) == 0
+    assert main([*quiet, "session", "2", "--did", "started", "--no-commit"]) == 0
+    return root
+
+
+def imported(root: Path, tmp_path: Path, *args: str) -> set[str]:
+    """The modules a fresh `specflux --root ROOT ARGS...` process loads."""
+    report = tmp_path / "modules.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["--root", str(root), *args]), str(report)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and report.exists(), done.stderr
+    result = json.loads(report.read_text())
+    assert result["rc"] == 0, f"specflux {' '.join(args)} exited {result['rc']}: {done.stderr}"
+    return set(result["modules"])
+
+
+@pytest.mark.parametrize("args", [
+    ("show", "2"),
+    ("show", "2", "--json"),
+    ("check", "2", "1"),
+    ("uncheck", "2", "1"),
+    ("session", "2", "--did", "more", "--no-commit"),
+    ("context", "2"),
+    ("context", "2", "--json"),
+    ("list",),
+    ("list", "--json"),
+], ids=lambda args: " ".join(args))
+def test_command_imports_nothing_it_does_not_use(workspace, tmp_path, args):
+    modules = imported(workspace, tmp_path, *args)
+    assert "specflux.cli" in modules  # the probe really ran specflux
+    heavy = sorted({m.split(".")[0] for m in modules} & set(FORBIDDEN))
+    assert not heavy, f"`specflux {' '.join(args)}` imports {', '.join(heavy)}"
+
+
+def test_list_and_check_build_no_model_objects(workspace, tmp_path):
+    """A `list` row and a tick come from the document itself: specflux.format.model is not even loaded."""
+    for args in (("list",), ("check", "2", "2")):
+        assert "specflux.format.model" not in imported(workspace, tmp_path, *args), args
+
+
+def test_the_default_config_file_means_the_defaults(tmp_path):
+    """What `specflux init` writes reads as the built-in defaults (so reading it may skip TOML)."""
+    from specflux.store.config import DEFAULT_CONFIG, Config, load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(DEFAULT_CONFIG + "\n# edited\n", encoding="utf-8")  # not byte-equal: really parsed
+    assert load_config(path) == Config()
