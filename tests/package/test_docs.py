@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").rglob("*.md"))]
 REFERENCE = ROOT / "docs" / "reference.md"
 
 LINK = re.compile(r"(?<!!)\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -157,3 +157,20 @@ def test_reference_workflow_example_loads():
     (example,) = toml_blocks(section("5. Workflow runs"))
     workflow = parse_workflow(example, "docs/reference.md")
     assert [e.id for e in workflow.edges] == ["coder-retry", "coder-to-reviewer", "next-task"]
+
+
+def test_architecture_names_only_what_exists():
+    """Every file, folder and name ARCHITECTURE.md points a reader to can be found: paths under
+    specflux/ (or the repository), and each `name` written after a module as its function or class."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    missing = []
+    for token in re.findall(r"`([^`\s]+)`", text):
+        if re.fullmatch(r"[\w/.]+\.(py|md|toml)|[\w]+/", token):
+            if not any((base / token).exists() for base in (ROOT / "specflux", ROOT)):
+                missing.append(token)
+    for module, name in re.findall(r"`([\w/]+\.py)` `([A-Za-z_][\w.]*)`", text):
+        path = next(base / module for base in (ROOT / "specflux", ROOT) if (base / module).exists())
+        for part in name.split("."):
+            if not re.search(rf"^\s*(def|class) {re.escape(part)}\b", path.read_text(encoding="utf-8"), re.M):
+                missing.append(f"{module} {name}")
+    assert missing == []
