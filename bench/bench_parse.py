@@ -50,7 +50,8 @@ def main() -> int:
     a = ap.parse_args()
     runs = a.runs or (20 if a.quick else 100)
 
-    from specflux.format.document import TaskDocument, apply_edits
+    from specflux.format.document import TaskDocument
+    from specflux.format.edits import apply_edits
     from specflux.base.files import read_text
     from specflux.format.render import render_session
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from specflux.format.document import TaskDocument, format_usage
+from specflux.format.document import TaskDocument
+from specflux.format.fields import format_usage
 from specflux.base.errors import AgentError, SpecfluxError, UsageError
 from specflux.base.files import deferred_interrupts
 from specflux.format.model import SessionInput
@@ -472,7 +473,7 @@ def _number_agents_entries(manager, task_id: str, before: Counter, baseline, rep
     session meanwhile has taken that number. The agent's entries are numbered after every other
     entry (in the order they are written), so that no number is used twice. Returns the entries
     a person logged meanwhile (`_hand_entries`, read under the task's lock)."""
-    from specflux.format.document import Edit, apply_edits
+    from specflux.format.edits import Edit, apply_edits
     from specflux.format.outline import content_end
     from specflux.store.manager import Outcome
 

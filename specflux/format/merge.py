@@ -43,15 +43,9 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from specflux.format.document import (
-    _ARCHIVED,
-    _FROM_TASK,
-    _SECTION_KEYS,
-    _SESSION,
-    TaskDocument,
-    normalise_heading,
-)
+from specflux.format.document import TaskDocument
 from specflux.format.outline import Heading, scan, split_lines
+from specflux.format.regions import ARCHIVED, FROM_TASK, SECTION_KEYS, SESSION, normalise_heading
 
 OURS_MARKER, SEPARATOR, THEIRS_MARKER = "<<<<<<< ours", "=======", ">>>>>>> theirs"
 STATUS_ORDER = ("complete", "review", "in_progress", "failed", "blocked", "pending")
@@ -373,7 +367,7 @@ def _cut(text: str, boxes, headings: list[Heading], key_of: Callable[[Heading], 
         h = headings[n - 1]
         key = key_of(h)
         occurrence = seen[key] = seen.get(key, -1) + 1
-        m = _SESSION.match(h.text) if h.level == 3 else None
+        m = SESSION.match(h.text) if h.level == 3 else None
         pieces.append(_Piece(key + (occurrence,), text[start:end], inside, int(m.group(1)) if m else None))
     return head, pieces
 
@@ -387,8 +381,8 @@ def _sections(doc: TaskDocument) -> tuple[_Piece, list[_Piece]]:
 
 def _section_key(h: Heading) -> tuple:
     name = normalise_heading(h.text)
-    if h.level == 2 and name in _SECTION_KEYS:
-        return ("section", _SECTION_KEYS[name])
+    if h.level == 2 and name in SECTION_KEYS:
+        return ("section", SECTION_KEYS[name])
     return ("heading", h.level, name)
 
 
@@ -398,15 +392,15 @@ def _subsections(piece: _Piece, key_of: Callable[[Heading], tuple]) -> tuple[_Pi
 
 
 def _sub_key(h: Heading) -> tuple:
-    m = _FROM_TASK.match(h.text)
+    m = FROM_TASK.match(h.text)
     return ("from", m.group(1)) if m else ("heading", normalise_heading(h.text))
 
 
 def _log_key(h: Heading) -> tuple:
-    m = _SESSION.match(h.text)
+    m = SESSION.match(h.text)
     if m:
         return ("session", int(m.group(1)))
-    return ("archived",) if _ARCHIVED.match(h.text) else ("heading", normalise_heading(h.text))
+    return ("archived",) if ARCHIVED.match(h.text) else ("heading", normalise_heading(h.text))
 
 
 def _join(texts) -> str:
@@ -537,7 +531,7 @@ def _is_archived(text: str) -> bool:
 
 def _archived_range(text: str) -> tuple[int, int] | None:
     for h in scan(text).headings:
-        m = _ARCHIVED.match(h.text) if h.level == 3 else None
+        m = ARCHIVED.match(h.text) if h.level == 3 else None
         if m:
             return int(m.group(1)), int(m.group(2))
     return None
@@ -562,7 +556,7 @@ def _renumber(merged: list[tuple[str, int | None, bool]]) -> list[str]:
 def _session_count(progress_text: str) -> int:
     """Sessions the merged log accounts for (both sides of a conflict in it count)."""
     headings = [h for h in scan(progress_text).headings if h.level == 3]
-    sessions = sum(1 for h in headings if _SESSION.match(h.text))
+    sessions = sum(1 for h in headings if SESSION.match(h.text))
     archived = _archived_range(progress_text)
     return sessions + (archived[1] - archived[0] + 1 if archived else 0)
 

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specflux.store.config import kb
-from specflux.format.document import Edit, Region, TaskDocument, apply_edits, bullet_items, labelled_fields
+from specflux.format.document import TaskDocument
+from specflux.format.edits import Edit, apply_edits
+from specflux.format.fields import bullet_items, labelled_fields
+from specflux.format.regions import Region
 from specflux.base.files import read_text
 from specflux.format.outline import content_end
 

@@ -7,7 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from specflux.format.document import Edit, Region, TaskDocument, apply_edits
+from specflux.format.document import TaskDocument
+from specflux.format.edits import Edit, apply_edits
+from specflux.format.regions import Region
 from specflux.base.errors import SpecfluxError
 from specflux.format.outline import content_end, line_end
 from specflux.format.render import render_chain_input

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from specflux.format.document import STATUSES, Edit, TaskDocument, apply_edits
+from specflux.format.document import TaskDocument
+from specflux.format.edits import Edit, apply_edits
+from specflux.format.metadata import STATUSES
 from specflux.base.errors import NotFoundError, ParseError, SpecfluxError, UsageError
 from specflux.base.files import (
     ChangeSet,

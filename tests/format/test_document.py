@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specflux.format.document import TaskDocument, apply_edits
+from specflux.format.document import TaskDocument
+from specflux.format.edits import apply_edits
 from specflux.base.errors import ParseError
 from specflux.format.model import SessionInput
 from specflux.format.outline import split_lines

@@ -215,7 +215,7 @@ def test_sessions_added_where_there_were_none():
                          "(No sessions yet)\n\n").replace('"total_sessions": 1', '"total_sessions": 0')
     assert "(No sessions yet)" in empty
     ours = TaskDocument(empty).append_to_section("progress", session(1, "a").rstrip("\n"))
-    from specflux.format.document import apply_edits
+    from specflux.format.edits import apply_edits
 
     ours = apply_edits(empty, [ours])
     theirs = apply_edits(empty, [TaskDocument(empty).append_to_section("progress", session(1, "b").rstrip("\n"))])

@@ -111,7 +111,7 @@ def section(title_start: str) -> str:
 
 def test_reference_names_every_tool_status_and_format():
     from specflux.agent.tools import ROLE_SPECS
-    from specflux.format.document import STATUSES
+    from specflux.format.metadata import STATUSES
     from specflux.flow.state import RUN_STATUSES
     from specflux.flow.workflow.workflow_file import ROLES
     from specflux.importers.apply import FORMATS

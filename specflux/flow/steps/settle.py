@@ -54,7 +54,7 @@ def withdraw_claims(manager: "TaskStateManager", task: dict) -> list[str]:
     run are unticked, and a chain output they wrote where the file had none is taken out, so
     nothing downstream reads it (`task` is the run state's entry, with what the file held before).
     Returns what was withdrawn, in words; the caller commits with the status."""
-    from specflux.format.document import apply_edits
+    from specflux.format.edits import apply_edits
     from specflux.store.manager import Outcome
 
     task_id = task["id"]
