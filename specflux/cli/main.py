@@ -428,7 +428,7 @@ def cmd_submit_tasks(args) -> int:
 
 @command("merge-driver")
 def cmd_merge_driver(args) -> int:
-    from specflux.format.merge import run_driver
+    from specflux.vcs.merge_driver import run_driver
 
     return run_driver(args.base, args.ours, args.theirs, args.path)
 

@@ -1,4 +1,5 @@
-"""A three-way merge of task-state files by parts: git's merge driver for `.specflux/task-states/*.md`.
+"""A three-way merge of task-state files by parts: the merge git's driver for task files runs
+(vcs/merge_driver.py is git's side of it: the three files git hands over, and the registration).
 
 Why: two lanes (or two people on two machines) working on one task both append a session, tick
 criteria and change metadata. Git merges text by lines, so two sessions appended at the end of
@@ -27,38 +28,30 @@ A true conflict keeps git's markers (`<<<<<<< ours` / `=======` / `>>>>>>> their
 lines that disagree, in the part they belong to, and nothing else. Every byte outside a conflict
 comes from one of the sides; the file keeps ours' line endings. A file that is not a task file
 (no title, no readable metadata, a code fence never closed, mixed line endings) is merged by lines
-as a whole, the way `git merge-file` does: never losing a side.
+as a whole, the way `git merge-file` does: never losing a side. The merge by lines, criteria ticks
+included, is format/line_merge.py's.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass, replace
-from difflib import SequenceMatcher
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from specflux.format.document import TaskDocument
-from specflux.format.outline import Heading, scan, split_lines
+from specflux.format.line_merge import merge_lines, to_lf
+from specflux.format.outline import Heading, scan
 from specflux.format.regions import ARCHIVED, FROM_TASK, SECTION_KEYS, SESSION, normalise_heading
 
-OURS_MARKER, SEPARATOR, THEIRS_MARKER = "<<<<<<< ours", "=======", ">>>>>>> theirs"
 STATUS_ORDER = ("complete", "review", "in_progress", "failed", "blocked", "pending")
-ATTRIBUTE = ".specflux/task-states/*.md merge=specflux"
-DRIVER_NAME = "specflux task-state merge"
 _MISSING: Any = type("_Missing", (), {"__repr__": lambda self: "<missing>"})()
 _SESSION_HEADING = re.compile(r"^( {0,3}#{3}[ \t]+session\s*#?\s*)(\d+)", re.I)
-_MARKER_LINE = re.compile(r"^<{7}(?:[ \t]|$)", re.M)
 
 Key = tuple
 
 
-# ====================================================================== the entry points
+# ====================================================================== the entry point
 
 
 def merge_task(base: str, ours: str, theirs: str) -> tuple[str, bool]:
@@ -66,7 +59,7 @@ def merge_task(base: str, ours: str, theirs: str) -> tuple[str, bool]:
     newline = _common_newline((base, ours, theirs))
     if newline is None:  # mixed line endings inside a file: lines as they are, endings included
         return merge_lines(base, ours, theirs)
-    b, o, t = (_to_lf(text) for text in (base, ours, theirs))
+    b, o, t = (to_lf(text) for text in (base, ours, theirs))
     docs = [_parse(text) for text in (b, o, t)]
     if None in docs:
         merged, clean = merge_lines(b, o, t)
@@ -75,56 +68,6 @@ def merge_task(base: str, ours: str, theirs: str) -> tuple[str, bool]:
         if clean and _parse(merged) is None:
             clean = False  # a merge that no longer reads as a task file is for a person to look at
     return (merged if newline == "\n" else merged.replace("\n", newline)), clean
-
-
-def conflict_lines(text: str) -> list[int]:
-    """1-based lines where a conflict left by a merge starts (`<<<<<<<` at a line start; a line of
-    `=======` alone is also a markdown heading underline, so it is not counted)."""
-    return [text.count("\n", 0, m.start()) + 1 for m in _MARKER_LINE.finditer(_to_lf(text))]
-
-
-def run_driver(base: str, ours: str, theirs: str, path: str | None = None) -> int:
-    """git's merge driver protocol (`%O %A %B %P`): merge the three files, write the result into
-    `ours` (%A), exit 0 when clean and 1 when conflicts are left (git then reports the path as
-    conflicted). Bytes that are not UTF-8 pass through unchanged (surrogate escapes)."""
-    texts = [Path(p).read_bytes().decode("utf-8", "surrogateescape") for p in (base, ours, theirs)]
-    shown = path or ours
-    try:
-        merged, clean = merge_task(*texts)
-    except Exception as e:  # a bug here must not lose a side: let git merge the lines itself
-        print(f"specflux merge-driver: {shown}: merging by parts failed ({e!r}); merged by lines", file=sys.stderr)
-        done = subprocess.run(["git", "merge-file", "-L", "ours", "-L", "base", "-L", "theirs", ours, base, theirs])
-        return 0 if done.returncode == 0 else 1
-    Path(ours).write_bytes(merged.encode("utf-8", "surrogateescape"))
-    if not clean:
-        lines = conflict_lines(merged) or [1]
-        for line in lines:
-            print(f"{shown}:{line}: merge conflict left for a person to resolve", file=sys.stderr)
-    return 0 if clean else 1
-
-
-def register_driver(root: Path) -> None:
-    """Make git merge the task files under `root` with `specflux merge-driver`.
-
-    The attribute goes into `root/.gitattributes` (added only if missing; the file's other lines
-    stay), so it travels with the repository. The driver itself is git config, which git never
-    clones: a clone merges task files by lines until `specflux init` runs in it, which sets
-    `merge.specflux.name` and `merge.specflux.driver` in that repository's local config (never the
-    global one). A driver the user already configured is left as it is. Outside a git repository
-    only the attribute is written.
-    """
-    _add_attribute(root / ".gitattributes")
-    if _inside_git(root):
-        for key, value in (("merge.specflux.name", DRIVER_NAME), ("merge.specflux.driver", driver_command())):
-            if _git_config(root, "--get", key) is None:
-                _git_config(root, key, value)
-
-
-def driver_command() -> str:
-    """`specflux merge-driver %O %A %B %P`, or the running interpreter's `-m specflux.cli` when
-    `specflux` is not on PATH (a virtualenv that is not activated): git runs it through a shell."""
-    program = "specflux" if shutil.which("specflux") else f"{shlex.quote(sys.executable)} -m specflux.cli"
-    return f"{program} merge-driver %O %A %B %P"
 
 
 # ====================================================================== line endings and parsing
@@ -142,10 +85,6 @@ def _common_newline(texts) -> str | None:
     return styles[1] or styles[2] or styles[0] or "\n"
 
 
-def _to_lf(text: str) -> str:
-    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
-
-
 def _parse(text: str) -> TaskDocument | None:
     """The document when it reads as a task file whose outline can be trusted, else None."""
     doc = TaskDocument(text)
@@ -156,185 +95,6 @@ def _parse(text: str) -> TaskDocument | None:
     except Exception:  # ParseError, and JSON a hand edit broke in ways only json names
         return None
     return None if doc.unclosed() else doc
-
-
-# ====================================================================== three-way merge by lines
-
-
-@dataclass
-class _Version:
-    """One side's text as lines; a criterion's box is blanked in `neutral` so that lines are
-    compared by their text and ticks are merged apart."""
-
-    lines: list[str]
-    neutral: list[str]
-    box: list[int | None]  # column of the box character in the line, for criteria
-
-    @classmethod
-    def of(cls, text: str, boxes=()) -> "_Version":
-        lines, neutral, box, pos = split_lines(text), [], [], 0
-        marks = sorted(boxes)
-        k = 0
-        for line in lines:
-            while k < len(marks) and marks[k] < pos:
-                k += 1
-            col = marks[k] - pos if k < len(marks) and marks[k] < pos + len(line) else None
-            box.append(col)
-            neutral.append(line if col is None else line[:col] + " " + line[col + 1 :])
-            pos += len(line)
-        return cls(lines, neutral, box)
-
-    def ticked(self, i: int | None) -> bool | None:
-        if i is None or self.box[i] is None:
-            return None
-        return self.lines[i][self.box[i]] != " "
-
-
-def merge_lines(base: str, ours: str, theirs: str, boxes=((), (), ())) -> tuple[str, bool]:
-    """`git merge-file` on three texts: changes of one side are taken, the same change on both is
-    taken once, and changes that touch the same lines differently are left between markers.
-    `boxes` are the offsets of criteria boxes in each text: their ticks merge apart (`_decide`)."""
-    B, O, T = (_Version.of(text, bx) for text, bx in zip((base, ours, theirs), boxes))
-    mo = SequenceMatcher(None, B.neutral, O.neutral, autojunk=False)
-    mt = SequenceMatcher(None, B.neutral, T.neutral, autojunk=False)
-    b2o, o2b = _alignment(mo, B, O)
-    b2t, t2b = _alignment(mt, B, T)
-    out: list[str] = []
-    clean = True
-
-    def emit(src: _Version, i: int, b: int | None, o: int | None, t: int | None) -> None:
-        out.append(_tick(src, i, (B, b), (O, o), (T, t)))
-
-    for chunk in _diff3(B.neutral, O.neutral, T.neutral, mo.get_matching_blocks(), mt.get_matching_blocks()):
-        kind, (z1, z2), (a1, a2), (c1, c2) = chunk
-        if kind == "unchanged":
-            for i in range(z1, z2):
-                emit(B, i, i, b2o.get(i), b2t.get(i))
-        elif kind == "ours":
-            for j in range(a1, a2):
-                emit(O, j, o2b.get(j), j, b2t.get(o2b.get(j)))
-        elif kind == "theirs":
-            for k in range(c1, c2):
-                emit(T, k, t2b.get(k), b2o.get(t2b.get(k)), k)
-        elif kind == "same":
-            for j, k in zip(range(a1, a2), range(c1, c2)):
-                emit(O, j, o2b.get(j), j, k)
-        else:  # a conflict: what both sides agree on at its edges is not part of it (git's "zealous")
-            head = 0
-            while a1 + head < a2 and c1 + head < c2 and O.neutral[a1 + head] == T.neutral[c1 + head]:
-                head += 1
-            tail = 0
-            while a2 - tail > a1 + head and c2 - tail > c1 + head and O.neutral[a2 - tail - 1] == T.neutral[c2 - tail - 1]:
-                tail += 1
-            for j, k in zip(range(a1, a1 + head), range(c1, c1 + head)):
-                emit(O, j, o2b.get(j), j, k)
-            if (a2 - tail) - (a1 + head) or (c2 - tail) - (c1 + head):
-                clean = False
-                out.append(_conflict(O.lines[a1 + head : a2 - tail], T.lines[c1 + head : c2 - tail]))
-            for j, k in zip(range(a2 - tail, a2), range(c2 - tail, c2)):
-                emit(O, j, o2b.get(j), j, k)
-    return "".join(out), clean
-
-
-def _diff3(base, a, b, ma, mb) -> Iterator[tuple[str, tuple[int, int], tuple[int, int], tuple[int, int]]]:
-    """The regions of a three-way merge (bzr's merge3): stretches of base unchanged on both sides,
-    and between them what each side made of the base. Yields (kind, base range, ours range, theirs
-    range) with kind unchanged, ours (only ours changed), theirs, same (both alike) or conflict."""
-    sync, ia, ib = [], 0, 0
-    while ia < len(ma) and ib < len(mb):
-        abase, amatch, alen = ma[ia]
-        bbase, bmatch, blen = mb[ib]
-        lo, hi = max(abase, bbase), min(abase + alen, bbase + blen)
-        if lo < hi:
-            sync.append((lo, hi, amatch + lo - abase, amatch + hi - abase, bmatch + lo - bbase, bmatch + hi - bbase))
-        if abase + alen < bbase + blen:
-            ia += 1
-        else:
-            ib += 1
-    sync.append((len(base), len(base), len(a), len(a), len(b), len(b)))
-    iz = ia = ib = 0
-    for z1, z2, a1, a2, b1, b2 in sync:
-        if a1 > ia or b1 > ib:
-            zr, ar, br = (iz, z1), (ia, a1), (ib, b1)
-            if a[ia:a1] == b[ib:b1]:
-                yield "same", zr, ar, br
-            elif base[iz:z1] == a[ia:a1]:
-                yield "theirs", zr, ar, br
-            elif base[iz:z1] == b[ib:b1]:
-                yield "ours", zr, ar, br
-            else:
-                yield "conflict", zr, ar, br
-        if z2 > z1:
-            yield "unchanged", (z1, z2), (a1, a2), (b1, b2)
-        iz, ia, ib = z2, a2, b2
-
-
-def _alignment(matcher: SequenceMatcher, base: _Version, side: _Version) -> tuple[dict, dict]:
-    """Which base line each side line is (and back): lines that match, and criteria whose text was
-    edited (paired in order when a block has as many before as after, else by likeness), so that
-    a criterion reworded on one side and ticked on the other ends up both."""
-    b2s, s2b = {}, {}
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            pairs = zip(range(i1, i2), range(j1, j2))
-        elif tag == "replace":
-            pairs = _pair_criteria([i for i in range(i1, i2) if base.box[i] is not None],
-                                   [j for j in range(j1, j2) if side.box[j] is not None], base, side)
-        else:
-            continue
-        for i, j in pairs:
-            b2s[i], s2b[j] = j, i
-    return b2s, s2b
-
-
-def _pair_criteria(bl: list[int], sl: list[int], base: _Version, side: _Version) -> list[tuple[int, int]]:
-    if len(bl) == len(sl) or len(bl) * len(sl) > 10_000:  # a rewritten list of hundreds: in order
-        return list(zip(bl, sl))
-    pairs, free = [], list(bl)
-    for j in sl:
-        scored = [(SequenceMatcher(None, base.neutral[i], side.neutral[j]).ratio(), i) for i in free]
-        best = max(scored, default=(0.0, None))
-        if best[0] >= 0.6:
-            pairs.append((best[1], j))
-            free.remove(best[1])
-    return pairs
-
-
-def _decide(b: bool | None, o: bool | None, t: bool | None) -> bool | None:
-    """A criterion's tick from the three sides (None: the side does not have it): the side that
-    changed it wins; with no base, ticked on either side is ticked."""
-    if o is None or t is None:
-        return t if o is None else o
-    if o == t:
-        return o
-    if b is None:
-        return True
-    return t if o == b else o
-
-
-def _tick(src: _Version, i: int, base, ours, theirs) -> str:
-    """Line `i` of `src` with its criterion's box set as `_decide` says; each of base, ours and
-    theirs is (version, index of the same line there or None)."""
-    line, col = src.lines[i], src.box[i]
-    if col is None:
-        return line
-    o, t = ours[0].ticked(ours[1]), theirs[0].ticked(theirs[1])
-    want = _decide(base[0].ticked(base[1]), o, t)
-    if want is None or want == (line[col] != " "):
-        return line
-    mark = " "
-    if want:  # the mark the ticking side wrote (x or X)
-        version, j = ours if o else theirs
-        mark = version.lines[j][version.box[j]]
-    return line[:col] + mark + line[col + 1 :]
-
-
-def _conflict(ours: list[str], theirs: list[str]) -> str:
-    def block(lines):
-        text = "".join(lines)
-        return text if not text or text.endswith("\n") else text + "\n"
-
-    return f"{OURS_MARKER}\n{block(ours)}{SEPARATOR}\n{block(theirs)}{THEIRS_MARKER}\n"
 
 
 # ====================================================================== pieces of a document
@@ -676,32 +436,3 @@ def _without_member(doc: TaskDocument, key: str) -> str:
     else:
         start, end = m.key_start, m.value_end
     return doc.text[:start] + doc.text[end:]
-
-
-# ====================================================================== registration helpers
-
-
-def _add_attribute(path: Path) -> None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    if ATTRIBUTE in (line.strip() for line in text.splitlines()):
-        return
-    newline = "\r\n" if "\r\n" in text else "\n"
-    sep = "" if not text or text.endswith(("\n", "\r")) else newline
-    path.write_text(text + sep + ATTRIBUTE + newline, encoding="utf-8", newline="")
-
-
-def _inside_git(root: Path) -> bool:
-    try:
-        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                              capture_output=True, text=True)
-    except OSError:  # no git installed: nothing to configure
-        return False
-    return done.returncode == 0 and done.stdout.strip() == "true"
-
-
-def _git_config(root: Path, *args: str) -> str | None:
-    done = subprocess.run(["git", "-C", str(root), "config", "--local", *args], capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else None

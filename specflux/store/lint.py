@@ -42,7 +42,7 @@ def structure_problems(doc: TaskDocument) -> list[Problem]:
         close = "```" if what == "code fence" else "-->"
         out.append(Problem(path, doc.outline.line_of(start), f"this {what} is never closed, so everything after it "
                                                              f"is hidden; close it with {close}"))
-    from specflux.format.merge import conflict_lines
+    from specflux.format.line_merge import conflict_lines
 
     for line in conflict_lines(doc.text):
         out.append(Problem(path, line, "a merge conflict is left here: keep one side and remove the markers"))

@@ -175,7 +175,7 @@ class Workspace:
             for name, text in ((".gitignore", GITIGNORE), ("config.toml", DEFAULT_CONFIG)):
                 if not (ws.dir / name).exists():
                     (ws.dir / name).write_text(text, encoding="utf-8")
-            from specflux.format.merge import register_driver
+            from specflux.vcs.merge_driver import register_driver
 
             register_driver(ws.root)
         except OSError as e:

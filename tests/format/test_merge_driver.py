@@ -14,7 +14,9 @@ from conftest import GIT_ENV, git
 from helpers import ok
 from specflux.cli.main import main
 from specflux.format.document import TaskDocument
-from specflux.format.merge import ATTRIBUTE, conflict_lines, merge_lines, merge_task, register_driver
+from specflux.format.line_merge import conflict_lines, merge_lines
+from specflux.format.merge import merge_task
+from specflux.vcs.merge_driver import ATTRIBUTE, register_driver
 
 BASE = """# Task #7: Login form
 
