@@ -8,7 +8,6 @@ reading `path:line: message`, as the CLI prints it; the server goes on serving. 
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -30,12 +29,12 @@ class Tools:
     found again on every call, so that `specflux init` after the server started is seen)."""
 
     def __init__(self, root: str | None):
-        self.args = argparse.Namespace(root=root)
+        self.root = root
 
     def _manager(self, commit: bool = True):
-        from specflux.cli.main import _manager
+        from specflux.surface.tasks import open_manager
 
-        return _manager(self.args, commit=commit)
+        return open_manager(self.root, commit=commit)
 
     # ----------------------------------------------------------------- reading
 
@@ -113,7 +112,7 @@ class Tools:
                       commit: Commit = True):
         """Write the chain output, set status complete, wire it into dependent tasks, commit.
         Refused for the task a workflow run is driving."""
-        from specflux.cli.main import refuse_complete_inside_run
+        from specflux.surface.tasks import refuse_complete_inside_run
         from specflux.surface.views import outcome_json
 
         refuse_complete_inside_run(id)
