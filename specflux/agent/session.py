@@ -218,7 +218,8 @@ def run_session(
 def _undo_changes(manager, git, baseline, report: "SessionReport") -> None:
     """A reviewer's tools are read-only (CONTRACT section 4), but its commands run in a sandbox
     that may write in the repository: whatever it changed is put back and never committed."""
-    from specflux.vcs.git import _run, changed_paths
+    from specflux.vcs.process import run_git
+    from specflux.vcs.status import changed_paths
 
     states = manager.ws.relative(manager.ws.states_dir)
     for rel in changed_paths(baseline.fingerprints, git.status_snapshot()):
@@ -236,8 +237,8 @@ def _undo_changes(manager, git, baseline, report: "SessionReport") -> None:
         if before is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(before.content)
-        elif _run(("cat-file", "-e", f"HEAD:{rel}"), git.root).returncode == 0:
-            _run(("checkout", "-q", "HEAD", "--", rel), git.root)
+        elif run_git(("cat-file", "-e", f"HEAD:{rel}"), git.root).returncode == 0:
+            run_git(("checkout", "-q", "HEAD", "--", rel), git.root)
         else:
             path.unlink(missing_ok=True)
         report.notices.append(f"{rel}: changed during the review; put back as it was (a review changes no file){kept}")

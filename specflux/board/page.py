@@ -149,7 +149,7 @@ def histories(manager: "TaskStateManager", cache: dict[str, Any] | None = None) 
     if git is None:
         return {}, {}
     from specflux.store.history import all_histories
-    from specflux.vcs.git import _run
+    from specflux.vcs.process import run_git as _run
 
     if cache is None:
         return all_histories(manager, keep=HISTORY_KEEP)
@@ -247,7 +247,7 @@ class Board:
         self._parsed: dict[str, Any] = {}  # parsed tasks by file stat, the history by HEAD: only what changed is read again
         self._gitdir: Path | None = None  # its HEAD and logs/HEAD: a commit changes the history shown
         if manager.git is not None:
-            from specflux.vcs.git import _run
+            from specflux.vcs.process import run_git as _run
 
             done = _run(("rev-parse", "--absolute-git-dir"), manager.git.root)
             self._gitdir = Path(done.stdout.strip()) if done.returncode == 0 else None

@@ -152,7 +152,7 @@ def _branch(git) -> str | None:
 def _head(git) -> str | None:
     if git is None:
         return None
-    from specflux.vcs.git import _run
+    from specflux.vcs.process import run_git as _run
 
     done = _run(("rev-parse", "--verify", "-q", "HEAD"), git.root)
     return done.stdout.strip() or None
@@ -238,7 +238,7 @@ def _commit_history(manager: "TaskStateManager", run: Run) -> None:
     git = manager.git
     if git is None:
         return
-    from specflux.vcs.git import _run
+    from specflux.vcs.process import run_git as _run
 
     paths = [str(run.dir / name) for name in ("events.jsonl", "state.json", "narrative.md")]
     run.save()

@@ -49,7 +49,7 @@ def all_histories(manager: "TaskStateManager", keep: int | None = None) -> tuple
     git = manager.git
     if git is None:
         return {}, {}
-    from specflux.vcs.git import _run
+    from specflux.vcs.process import run_git as _run
 
     ws = manager.ws
     folders = [ws.relative(ws.states_dir), ws.relative(ws.archives_dir)]

@@ -15,7 +15,8 @@ from conftest import git
 
 import specflux
 from specflux.base.errors import GitError, IdentityError
-from specflux.vcs.git import Git, changed_paths
+from specflux.vcs.git import Git
+from specflux.vcs.status import changed_paths
 
 TRAILERS = {"Specflux-Task": "101", "Specflux-Session": "3", "Specflux-Status": "in_progress"}
 NAME_HINT = 'git config --global user.name "Your Name"'

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import GIT_ENV, git
 
-import specflux.vcs.git as vcs
+import specflux.vcs.session_commit as vcs
 from specflux.base.errors import GitError
 from specflux.vcs.git import Git
 

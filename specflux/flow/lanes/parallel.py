@@ -327,7 +327,8 @@ class ParallelEngine(Engine):
         """Bring the progress log a lane wrote into the task file at `into` (a new lane's worktree,
         or the user's), merged by parts, and commit it there: no session is lost with a branch."""
         from specflux.format.merge import merge_task
-        from specflux.vcs.git import Git, _run
+        from specflux.vcs.git import Git
+        from specflux.vcs.process import run_git as _run
 
         manager = self._lane_manager(into)
         path = manager.path(task_id)

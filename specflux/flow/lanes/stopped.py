@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specflux.vcs.git import _run
+from specflux.vcs.process import run_git as _run
 
 if TYPE_CHECKING:
     from specflux.flow.record.run import Run

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import GitError, UsageError
-from specflux.vcs.git import _run
+from specflux.vcs.process import run_git as _run
 
 BRANCH_PREFIX = "specflux/"
 DIFF_LIMIT = 12_000  # characters of a conflicted attempt's change shown to the next attempt

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specflux.vcs.git import _run
+from specflux.vcs.process import run_git as _run
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ def task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str) -> bo
     git = manager.git
     if git is None:
         return False  # nothing to compare with: the tests and the review decide
-    from specflux.vcs.git import _run
+    from specflux.vcs.process import run_git as _run
 
     commits = git.find_commits({"Specflux-Run": run_id, "Specflux-Task": task_id, "Specflux-Role": "coder"})
     root = manager.ws.root
@@ -75,7 +75,7 @@ def work_tree_fingerprint(manager: "TaskStateManager") -> str | None:
         return None
     import hashlib
 
-    from specflux.vcs.git import _run
+    from specflux.vcs.process import run_git as _run
 
     root = manager.ws.root
     done = _run(("ls-tree", "HEAD"), root)

@@ -259,7 +259,7 @@ class Roles:
         subject = commit_subject(task_id, done.session, "engine stopped during the session")
         baseline_file = self._steps / f"{step['stepId']}.baseline.json"
         if baseline_file.is_file():
-            from specflux.vcs.git import Baseline
+            from specflux.vcs.values import Baseline
 
             baseline = Baseline.from_json(json.loads(baseline_file.read_text(encoding="utf-8")))
             git.commit_session(baseline, None, subject, trailers)
@@ -309,7 +309,7 @@ class Roles:
         if not commits:
             return "\n".join(parts + ["(no commits from the coder in this run)"])
         base = commits[-1].sha + "^"
-        from specflux.vcs.git import _run
+        from specflux.vcs.process import run_git as _run
 
         done = _run(("diff", "--stat", "--patch", base, "HEAD", "--", ".", ":(exclude).specflux"), git.root)
         diff = done.stdout if done.returncode == 0 else f"(git diff failed: {done.stderr.strip()})"
