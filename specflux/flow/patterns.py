@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping, Sequence
 
-from specflux.flow.decisions import (
+from .decisions import (
     Action,
     AgentErrorInfo,
     AgentResponse,
