@@ -1,7 +1,7 @@
 """The backend protocol: what a session asks for, and what it gives back.
 
-One method per backend family (`Backend.run`); the task side is reached only through `TaskHooks`,
-so backends know nothing about task files, stores or git.
+One method per backend family (`Backend.run`); the task side is reached only through the
+toolbox's `TaskHooks` (handoff.py), so backends know nothing about task files, stores or git.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from specflux.agent.handoff import Handoff
 
 if TYPE_CHECKING:
     from specflux.agent.tools import Toolbox
@@ -44,31 +44,6 @@ class Usage:
         )
 
 
-class ChainOutputIn(BaseModel):
-    """The chain output an agent hands over when its task is done."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    summary: str = Field(min_length=1)
-    downstream: str = ""
-
-
-class Handoff(BaseModel):
-    """The input of the `end_session` tool: the session's progress-log entry."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    did: list[str] = Field(min_length=1)
-    issues: str = ""
-    next: str = ""
-    chain_output: ChainOutputIn | None = None
-
-    @field_validator("did", mode="before")
-    @classmethod
-    def _one_string_is_one_item(cls, value: object) -> object:
-        return [value] if isinstance(value, str) else value
-
-
 @dataclass
 class SessionRequest:
     """What one agent session is asked to do."""
@@ -94,18 +69,6 @@ class SessionOutcome:
     duration_ms: int = 0
     recording: Path | None = None
     setup_error: bool = False  # the agent could not start at all (a mistake in the set-up, not the session)
-
-
-class TaskHooks(Protocol):
-    """The task side of a session, implemented by the session runner."""
-
-    def check_criterion(self, index: int) -> str:
-        """Tick criterion `index` (1-based); raise SpecfluxError for a bad index."""
-        ...
-
-    def end_session(self, handoff: Handoff) -> str:
-        """Record the hand-off; raise SpecfluxError to refuse it (the agent may try again)."""
-        ...
 
 
 class Backend(Protocol):

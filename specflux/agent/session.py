@@ -22,7 +22,8 @@ from specflux.base.files import deferred_interrupts
 from specflux.format.model import SessionInput
 from specflux.format.render import now_stamp
 from specflux.store.manager import commit_subject
-from specflux.agent.backend import Handoff, SessionOutcome, SessionRequest
+from specflux.agent.backend import SessionOutcome, SessionRequest
+from specflux.agent.handoff import Handoff
 from specflux.agent.context import build_context
 from specflux.agent.tools import Toolbox
 
@@ -578,7 +579,7 @@ def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, 
     if not complete:  # in a run the workflow accepts the task, not the agent
         out = doc.chain_output()
         if out is not None and out.summary:
-            from specflux.agent.backend import ChainOutputIn
+            from specflux.agent.handoff import ChainOutputIn
 
             last = next((s for s in reversed(doc.sessions()) if s.number == number), None)
             report.handoff = Handoff(did=(last.did if last and last.did else ["(see the task file)"]),

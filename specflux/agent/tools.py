@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from specflux.agent.backend import Handoff, TaskHooks
+from specflux.agent.handoff import Handoff, TaskHooks
 from specflux.agent.handin import HandinError, Review, TaskPlan, check_review, check_tasks
 from specflux.base.errors import SpecfluxError
 

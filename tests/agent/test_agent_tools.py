@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import alive as _alive
 
-from specflux.agent.backend import Handoff
+from specflux.agent.handoff import Handoff
 from specflux.agent.tools import TOOL_SPECS, Toolbox
 from specflux.base.errors import SpecfluxError
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from specflux.agent.anthropic_backend import AnthropicBackend, live_backend, replay_backend
-from specflux.agent.backend import Handoff, SessionRequest
+from specflux.agent.backend import SessionRequest
+from specflux.agent.handoff import Handoff
 from specflux.agent.recording import ReplayTransport, canonical
 from specflux.agent.scripted import Fail, Reply, ScriptedServer, call
 from specflux.agent.tools import Toolbox
