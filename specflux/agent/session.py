@@ -477,7 +477,7 @@ def _number_agents_entries(manager, task_id: str, before: Counter, baseline, rep
     a person logged meanwhile (`_hand_entries`, read under the task's lock)."""
     from specflux.format.edits import Edit, apply_edits
     from specflux.format.outline import content_end
-    from specflux.store.manager import Outcome
+    from specflux.store.values import Outcome
 
     hand: set[str] = set()
     try:
@@ -592,7 +592,7 @@ def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, 
     report.session, report.status = number, doc.status
     touched.append(path)
     if doc.status == "complete":
-        from specflux.store.manager import Outcome
+        from specflux.store.values import Outcome
 
         targets = dependents(manager, task_id)
         wiring = Outcome(task_id)
@@ -605,7 +605,7 @@ def _settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, 
 def _set_metadata(manager, task_id, updates) -> list[Path]:
     if not updates:
         return []
-    from specflux.store.manager import Outcome
+    from specflux.store.values import Outcome
 
     outcome = Outcome(task_id)
     with manager.changing([task_id], outcome) as pending:

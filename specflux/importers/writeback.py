@@ -3,14 +3,16 @@ completes, tick it in the source too, changing that one line and nothing else, i
 line endings; the change rides in the same commit as the completion.
 
 Pure functions from the source's text to its new text (or None when the task's line cannot be
-found as it was imported: the source was edited since, and a wrong tick would be worse than none).
+found as it was imported: the source was edited since, and a wrong tick would be worse than none),
+and the two writers the store finds through the entry-point group `specflux.source_writers`
+(pyproject.toml): `tick_spec_kit` and `pass_harness`.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from specflux.base.crashpoint import crash_point
 
@@ -75,30 +77,48 @@ def _span_of_element(text: str, data: Any, index: int) -> tuple[int, int]:
     raise ValueError("feature not found")
 
 
-def write_back(source: Mapping[str, Any], task_id: str, read, write) -> str | None:
-    """Tick `task_id` in its source (metadata `source`), through `read(path) -> text` and
+def tick_spec_kit(source: Mapping[str, Any], task_id: str, read: Callable[[str], str],
+                  write: Callable[[str, str], None]) -> str | None:
+    """The writer of source format "spec-kit" (a `SourceWriter`, specflux/store/sources.py): tick
+    the task's checkbox on its line (metadata `source.line`) of the spec-kit `tasks.md`."""
+    line = source.get("line")
+
+    def ticked(text: str) -> str | None:
+        return tick_tasks_md(text, line, str(source.get("id") or task_id)) if isinstance(line, int) else None
+
+    return _write_back(source, read, write, ticked)
+
+
+def pass_harness(source: Mapping[str, Any], task_id: str, read: Callable[[str], str],
+                 write: Callable[[str, str], None]) -> str | None:
+    """The writer of source format "harness" (a `SourceWriter`, specflux/store/sources.py): set
+    `"passes"` of the task's feature (metadata `source.index` or `source.id`) in feature_list.json."""
+
+    def passed(text: str) -> str | None:
+        try:
+            return pass_feature(text, source.get("index", source.get("id")))
+        except (ValueError, KeyError, IndexError):
+            return None
+
+    return _write_back(source, read, write, passed)
+
+
+def _write_back(source: Mapping[str, Any], read: Callable[[str], str], write: Callable[[str, str], None],
+                tick: Callable[[str], str | None]) -> str | None:
+    """Tick the task in its source (metadata `source`) through `read(path) -> text` and
     `write(path, text)`; returns the source's path when it changed.
 
     Idempotent: a source already ticked is written as it is (no byte changes; the caller's
     commit takes it along), which is what a completion resumed after a kill between its write
     and its commit needs: the tick on disk, uncommitted, lands in the completion's commit."""
     path = source.get("path")
-    fmt = source.get("format")
-    if not path or fmt not in ("spec-kit", "harness"):
+    if not path:
         return None
     try:
         text = read(path)
     except (OSError, ValueError):
         return None
-    if fmt == "spec-kit" and isinstance(source.get("line"), int):
-        new = tick_tasks_md(text, source["line"], str(source.get("id") or task_id))
-    elif fmt == "harness":
-        try:
-            new = pass_feature(text, source.get("index", source.get("id")))
-        except (ValueError, KeyError, IndexError):
-            new = None
-    else:
-        new = None
+    new = tick(text)
     if new is None:
         return None
     if new == text:  # ticked already: by this completion before a kill cut it short of its commit

@@ -18,10 +18,10 @@ from specflux.format.fields import bullet_items, labelled_fields
 from specflux.format.regions import Region
 from specflux.base.files import read_text
 from specflux.format.outline import content_end
+from specflux.store.values import CommitRequest, Outcome, TaskStore
 
 if TYPE_CHECKING:
     from specflux.base.files import ChangeSet
-    from specflux.store.manager import Outcome, TaskStateManager
 
 ACCOMPLISHMENTS_LIMIT = 800
 COMMITS_LIMIT = 40
@@ -43,24 +43,24 @@ class _Moved:
     did: list[str]
 
 
-def fit(task_id: str, doc: TaskDocument, manager: "TaskStateManager", changes: "ChangeSet", outcome: "Outcome", force: bool = False) -> str:
+def fit(task_id: str, doc: TaskDocument, store: TaskStore, changes: ChangeSet, outcome: Outcome, force: bool = False) -> str:
     """The task's text, archived if it is past the limit (or `force`); the archive write is queued
     in `changes`. Returns the text unchanged when nothing needs to move."""
-    cfg = manager.ws.config.archive
+    cfg = store.ws.config.archive
     limit = cfg.archive_kb * 1024
     if not force and _size(doc.text) <= limit:
         return doc.text
-    archive_path = manager.ws.archive_path(task_id)
+    archive_path = store.ws.archive_path(task_id)
     existing = changes.pending.get(archive_path)
     if existing is None:
         existing = read_text(archive_path) if archive_path.is_file() else None
     keep = cfg.keep_sessions
-    result = archive_text(task_id, doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
+    result = archive_text(task_id, doc, keep, existing, _commit_lookup(store, task_id), store.ws.relative(archive_path))
     # Past the limit, keep fewer sessions (down to the latest one) until the file fits; this also
     # applies when the file holds no more than keep_sessions sessions and nothing moved yet.
     while _size(result.state if result else doc.text) > limit and keep > 1:
         keep -= 1
-        result = archive_text(task_id, doc, keep, existing, _commit_lookup(manager, task_id), manager.ws.relative(archive_path))
+        result = archive_text(task_id, doc, keep, existing, _commit_lookup(store, task_id), store.ws.relative(archive_path))
     if result is None:
         if _size(doc.text) > limit:
             outcome.notices.append(f"{doc.path}: {kb(_size(doc.text))} and nothing left to archive (the latest session alone is that large)")
@@ -68,7 +68,7 @@ def fit(task_id: str, doc: TaskDocument, manager: "TaskStateManager", changes: "
     if _size(result.state) > limit:
         outcome.notices.append(f"{doc.path}: still {kb(_size(result.state))} after archiving: the latest session is kept in full")
     changes.write(archive_path, result.archive)
-    outcome.archived.append(f"sessions {result.first}-{result.last} -> {manager.ws.relative(archive_path)}")
+    outcome.archived.append(f"sessions {result.first}-{result.last} -> {store.ws.relative(archive_path)}")
     return result.state
 
 
@@ -76,11 +76,11 @@ def _size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _commit_lookup(manager: "TaskStateManager", task_id: str):
+def _commit_lookup(store: TaskStore, task_id: str):
     cache: dict[str, str] = {}
 
     def lookup(numbers: list[int]) -> list[str]:
-        git = manager.git
+        git = store.git
         if git is None:
             return []
         if not cache:
@@ -166,17 +166,15 @@ def _moved(doc: TaskDocument, number: int, stamp: str | None, region: Region) ->
     return _Moved(number, stamp, doc.text[region.start : _content_stop(doc, region)], did)
 
 
-def archive_task(manager: "TaskStateManager", task_id: str, force: bool = False, commit: bool = True) -> "Outcome":
+def archive_task(store: TaskStore, task_id: str, force: bool = False, commit: bool = True) -> Outcome:
     """`specflux archive ID`: apply the size rules now (or move old sessions regardless, `force`),
     and commit the task file with its archive so that no session ever leaves git's history."""
-    from specflux.store.manager import CommitRequest, Outcome
-
     outcome = Outcome(task_id)
-    with manager.changing([task_id], outcome) as pending:
-        doc = manager.load(task_id)
-        text = fit(task_id, doc, manager, pending.files, outcome, force=force)
+    with store.changing([task_id], outcome) as pending:
+        doc = store.load(task_id)
+        text = fit(task_id, doc, store, pending.files, outcome, force=force)
         if text != doc.text:
-            pending.files.write(manager.path(task_id), text)
+            pending.files.write(store.path(task_id), text)
             if commit:
                 moved = "; ".join(outcome.archived)
                 pending.commit = CommitRequest(

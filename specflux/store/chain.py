@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Iterable
 from specflux.format.document import TaskDocument
 from specflux.format.edits import Edit, apply_edits
 from specflux.format.regions import Region
-from specflux.base.errors import SpecfluxError
+from specflux.base.errors import SpecfluxError, UsageError
 from specflux.format.outline import content_end, line_end
 from specflux.format.render import render_chain_input
+from specflux.store.values import Outcome, TaskStore, TaskSummary
 from specflux.store.workspace import natural_key
 
 if TYPE_CHECKING:
     from specflux.base.files import ChangeSet
-    from specflux.store.manager import Outcome, TaskStateManager, TaskSummary
 
 _LINK_LINE = re.compile(r"\[Full chain output\]\(")
 
@@ -50,14 +50,14 @@ class Graph:
     status: dict[str, str]
     titles: dict[str, str]
     broken: list[SpecfluxError] = field(default_factory=list)  # files that could not be read
-    rows: dict[str, "TaskSummary"] = field(default_factory=dict)  # each readable task's `list` row
+    rows: dict[str, TaskSummary] = field(default_factory=dict)  # each readable task's `list` row
 
     @classmethod
-    def load(cls, manager: "TaskStateManager") -> "Graph":
+    def load(cls, store: TaskStore) -> Graph:
         """Every readable task's dependencies. A broken file is kept in `broken` (to be reported),
         never a reason to show nothing of the healthy tasks."""
         deps, status, titles, broken, rows = {}, {}, {}, [], {}
-        for row in manager.summaries():
+        for row in store.summaries():
             if row.error is not None:
                 broken.append(row.error)
                 continue
@@ -207,8 +207,8 @@ def upstream_from(task_id: str, doc: TaskDocument) -> Upstream | None:
     return Upstream(task_id, doc.title[1], summary, out.downstream, f"task-{task_id}-state.md#{anchor(doc, 'chain_output')}")
 
 
-def upstream_of(manager: "TaskStateManager", task_id: str) -> Upstream | None:
-    return upstream_from(task_id, manager.load(task_id))
+def upstream_of(store: TaskStore, task_id: str) -> Upstream | None:
+    return upstream_from(task_id, store.load(task_id))
 
 
 def anchor(doc: TaskDocument, key: str) -> str:
@@ -217,8 +217,38 @@ def anchor(doc: TaskDocument, key: str) -> str:
     return re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", text).strip())
 
 
-def dependents(manager: "TaskStateManager", task_id: str) -> list[str]:
-    return Graph.load(manager).dependents(task_id)
+def dependents(store: TaskStore, task_id: str) -> list[str]:
+    return Graph.load(store).dependents(task_id)
+
+
+def upstream_outputs(store: TaskStore, deps: Iterable[str]) -> list[Upstream]:
+    """The chain outputs the existing tasks among `deps` hand downstream (a new dependent's inputs)."""
+    found = []
+    for dep in deps:
+        if store.path(dep).is_file():
+            up = upstream_of(store, dep)
+            if up is not None:
+                found.append(up)
+    return found
+
+
+def check_new_dependencies(store: TaskStore, task_id: str, new_deps: list[str], current: list[str]) -> None:
+    """Refuse a dependency on the task itself, on a task that does not exist, or one that
+    would close a cycle (named, e.g. `3 -> 1 -> 2 -> 3`)."""
+    if not new_deps:
+        return
+    if task_id in new_deps:
+        raise UsageError(f"task {task_id} cannot depend on itself")
+    unknown = [d for d in new_deps if not store.path(d).is_file()]
+    if unknown:
+        raise UsageError(f"no task {', '.join(unknown)}: a dependency must be an existing task")
+    graph = Graph.load(store)
+    graph.deps[task_id] = [*current, *new_deps]
+    for dep in new_deps:
+        path = graph.path_between(dep, task_id)
+        if path:
+            loop = " -> ".join([task_id, *path])
+            raise UsageError(f"task {task_id} cannot depend on {dep}: that closes the cycle {loop}")
 
 
 def _owned_span(doc: TaskDocument, region: Region) -> tuple[int, int, tuple[int, int] | None]:
@@ -290,11 +320,11 @@ def _is_from(region: Region, task_id: str) -> bool:
 
 
 def wire_dependents(
-    manager: "TaskStateManager",
+    store: TaskStore,
     upstream: Upstream | None,
     targets: Iterable[str],
-    changes: "ChangeSet",
-    outcome: "Outcome | None" = None,
+    changes: ChangeSet,
+    outcome: Outcome | None = None,
 ) -> list[str]:
     """Write `upstream` into each target's chain inputs (archiving a target the write pushes past
     its size limit); returns the targets whose text changed."""
@@ -302,7 +332,7 @@ def wire_dependents(
         return []
     wired = []
     for target in targets:
-        doc = manager.load(target, changes)
+        doc = store.load(target, changes)
         try:
             text = wire_into(doc, [upstream])
         except SpecfluxError as e:  # another task's hand edit never blocks this one; lint names it
@@ -311,37 +341,34 @@ def wire_dependents(
                                        "does it once that is fixed)")
             continue
         if text != doc.text:
-            changes.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), changes, outcome))
+            changes.write(store.path(target), _fit(store, target, TaskDocument(text, doc.path), changes, outcome))
             wired.append(target)
     return wired
 
 
-def _fit(manager: "TaskStateManager", task_id: str, doc: TaskDocument, changes: "ChangeSet", outcome: "Outcome | None") -> str:
-    from specflux.store import archive
-    from specflux.store.manager import Outcome
+def _fit(store: TaskStore, task_id: str, doc: TaskDocument, changes: ChangeSet, outcome: Outcome | None) -> str:
+    from specflux.store.archive import fit
 
-    return archive.fit(task_id, doc, manager, changes, outcome if outcome is not None else Outcome(task_id))
+    return fit(task_id, doc, store, changes, outcome if outcome is not None else Outcome(task_id))
 
 
-def wire(manager: "TaskStateManager", task_id: str | None = None) -> tuple[list[str], list[str]]:
+def wire(store: TaskStore, task_id: str | None = None) -> tuple[list[str], list[str]]:
     """Refresh the chain inputs of the tasks depending on `task_id` (or on any task).
 
     Returns the files changed and the problems met (unreadable tasks, unknown dependencies,
     cycles): every healthy task is wired whatever the others look like.
     """
-    from specflux.store.manager import Outcome
-
-    graph = Graph.load(manager)
+    graph = Graph.load(store)
     if task_id is not None:
-        manager.load(task_id)  # an unknown or broken source is an error of its own
+        store.load(task_id)  # an unknown or broken source is an error of its own
     sources = [task_id] if task_id else sorted(graph.deps, key=natural_key)
     targets = sorted({t for t, ds in graph.deps.items() for s in sources if s in ds}, key=natural_key)
     outcome = Outcome(task_id or "*")
     skipped: list[str] = []
-    with manager.changing([*targets, *sources], outcome) as pending:
-        ups = {s: upstream_of(manager, s) for s in sources}
+    with store.changing([*targets, *sources], outcome) as pending:
+        ups = {s: upstream_of(store, s) for s in sources}
         for target in targets:
-            doc = manager.load(target)
+            doc = store.load(target)
             wanted = [ups[d] for d in graph.deps[target] if d in ups and ups[d] is not None]
             try:
                 text = wire_into(doc, wanted)
@@ -349,8 +376,8 @@ def wire(manager: "TaskStateManager", task_id: str | None = None) -> tuple[list[
                 skipped.append(f"{e} (task {target} was not wired)")
                 continue
             if text != doc.text:
-                pending.files.write(manager.path(target), _fit(manager, target, TaskDocument(text, doc.path), pending.files, outcome))
-    return [manager.ws.relative(p) for p in outcome.changed], [*skipped, *graph.problems()]
+                pending.files.write(store.path(target), _fit(store, target, TaskDocument(text, doc.path), pending.files, outcome))
+    return [store.ws.relative(p) for p in outcome.changed], [*skipped, *graph.problems()]
 
 
 def cycle_groups(deps: dict[str, list[str]]) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """TaskStateManager: the operations on task-state files, each locked, atomic and all-or-nothing.
 
 The manager reads and writes files and asks `vcs` to commit; what a change does to the text is the
-business of `document`, `archive` and `chain`.
+business of `document`, `archive` and `chain`, and ticking an imported task's source that of `sources`.
+The values it hands back (`Outcome`, `TaskSummary`, ...) live in `values`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
@@ -26,58 +26,12 @@ from specflux.base.files import (
     read_bytes,
     read_text,
 )
+from specflux.store.values import CommitRequest, Outcome, Pending, TaskSummary
 from specflux.store.workspace import Workspace, check_id, natural_key
 
 if TYPE_CHECKING:
-    from specflux.store.chain import Upstream
     from specflux.format.model import ChainOutput, SessionInput, TaskState
     from specflux.vcs.git import Git
-
-
-@dataclass
-class TaskSummary:
-    """One row of `list`: cheap to compute, never raises. `error` is set for a broken file."""
-
-    id: str
-    path: str  # as the user sees it: relative to the workspace root
-    size: int
-    title: str = ""
-    status: str = ""
-    done: int = 0
-    total: int = 0
-    sessions: int = 0
-    dependencies: list[str] = field(default_factory=list)
-    error: SpecfluxError | None = None
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Outcome:
-    """What a write operation did: files changed, the commit (if any), the session number."""
-
-    task_id: str
-    changed: list[Path] = field(default_factory=list)
-    commit: str = ""
-    session: int | None = None
-    status: str | None = None
-    wired: list[str] = field(default_factory=list)
-    archived: list[str] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-    criteria: list[tuple[int, str, bool]] = field(default_factory=list)  # (index, text, changed) of check/uncheck
-    fields: list[str] = field(default_factory=list)  # what `set` changed, one phrase each
-
-
-@dataclass(frozen=True)
-class CommitRequest:
-    subject: str
-    trailers: dict[str, str]
-    extra_paths: tuple[Path, ...] = ()  # files beyond the task files (an agent's work)
-
-
-@dataclass
-class Pending:
-    files: ChangeSet
-    commit: CommitRequest | None = None
 
 
 class TaskStateManager:
@@ -165,7 +119,7 @@ class TaskStateManager:
     # ----------------------------------------------------------------- writing
 
     @contextmanager
-    def changing(self, task_ids: Iterable[str], outcome: Outcome) -> Iterator["Pending"]:
+    def changing(self, task_ids: Iterable[str], outcome: Outcome) -> Iterator[Pending]:
         """Lock the tasks, gather writes, apply them together, commit; undo the writes on failure.
 
         The caller fills `pending.files` and, to commit, `pending.commit` inside the block (so
@@ -261,9 +215,9 @@ class TaskStateManager:
             with self.changing([task_id], outcome) as pending:
                 doc = TaskDocument(text, self.ws.relative(self.path(task_id)))
                 doc.metadata  # noqa: B018 - a broken override template fails here, before writing
-                from specflux.store.chain import wire_into
+                from specflux.store.chain import upstream_outputs, wire_into
 
-                text = wire_into(doc, self._upstream_outputs(deps))
+                text = wire_into(doc, upstream_outputs(self, deps))
                 ticks = [i for i, on in enumerate(checked, 1) if on]
                 if ticks:
                     text = TaskDocument(text, doc.path).check_many(ticks, True)[0]
@@ -372,6 +326,7 @@ class TaskStateManager:
         if not summary.strip():
             raise UsageError("a chain output needs a summary (--summary)")
         from specflux.store.chain import Graph, upstream_from, wire_dependents
+        from specflux.store.sources import write_back
 
         graph = Graph.load(self)
         dependents = graph.dependents(task_id)
@@ -391,7 +346,7 @@ class TaskStateManager:
                     min(e.start for e in edits))
             text = fit(task_id, written, self, pending.files, outcome)
             pending.files.write(self.path(task_id), text)
-            self._write_back(task_id, written.metadata.get("source"), pending.files, outcome)
+            write_back(self.ws.root, task_id, written.metadata.get("source"), pending.files, outcome)
             upstream = upstream_from(task_id, TaskDocument(text, doc.path))
             outcome.wired = wire_dependents(self, upstream, dependents, pending.files, outcome)
             if commit:
@@ -425,6 +380,8 @@ class TaskStateManager:
             raise UsageError("a task needs a title")
         if priority is not None and not 1 <= priority <= 5:
             raise UsageError(f"priority is 1 (highest) to 5 (lowest), not {priority}")
+        from specflux.store.chain import check_new_dependencies, upstream_outputs, wire_into
+
         adding = list(dict.fromkeys(check_id(d) for d in add_deps))
         removing = list(dict.fromkeys(check_id(d) for d in remove_deps))
         outcome = Outcome(task_id)
@@ -437,7 +394,7 @@ class TaskStateManager:
                 raise UsageError(f"task {task_id} does not depend on {', '.join(missing)} (it depends on "
                                  f"{', '.join(current) or 'nothing'})")
             new_deps = [d for d in adding if d not in current]
-            self._check_new_dependencies(task_id, new_deps, current)
+            check_new_dependencies(self, task_id, new_deps, current)
             updates: dict = {}
             if status is not None and status != doc.status:
                 updates["status"] = status
@@ -461,33 +418,11 @@ class TaskStateManager:
                 raise doc.error("the change would not read back as written (duplicate metadata keys?); "
                                 "nothing was written", doc.metadata_fence.start)
             if new_deps:
-                from specflux.store.chain import wire_into
-
-                text = wire_into(after, self._upstream_outputs(new_deps))
+                text = wire_into(after, upstream_outputs(self, new_deps))
             if text != doc.text:
                 pending.files.write(self.path(task_id), text)
             outcome.status = after.status
         return outcome
-
-    def _check_new_dependencies(self, task_id: str, new_deps: list[str], current: list[str]) -> None:
-        """Refuse a dependency on the task itself, on a task that does not exist, or one that
-        would close a cycle (named, e.g. `3 -> 1 -> 2 -> 3`)."""
-        if not new_deps:
-            return
-        if task_id in new_deps:
-            raise UsageError(f"task {task_id} cannot depend on itself")
-        unknown = [d for d in new_deps if not self.path(d).is_file()]
-        if unknown:
-            raise UsageError(f"no task {', '.join(unknown)}: a dependency must be an existing task")
-        from specflux.store.chain import Graph
-
-        graph = Graph.load(self)
-        graph.deps[task_id] = [*current, *new_deps]
-        for dep in new_deps:
-            path = graph.path_between(dep, task_id)
-            if path:
-                loop = " -> ".join([task_id, *path])
-                raise UsageError(f"task {task_id} cannot depend on {dep}: that closes the cycle {loop}")
 
     def delete(self, task_id: str, *, force: bool = False) -> Outcome:
         """`specflux delete`: remove the task file and its archive. Refused while other tasks
@@ -511,7 +446,7 @@ class TaskStateManager:
             self._remove(self.ws.archive_path(task_id), pending, outcome)
         return outcome
 
-    def _remove(self, path: Path, pending: "Pending", outcome: Outcome) -> None:
+    def _remove(self, path: Path, pending: Pending, outcome: Outcome) -> None:
         """Delete `path` once the change set has been applied (a failed write keeps it)."""
         if not path.exists():
             return
@@ -519,46 +454,6 @@ class TaskStateManager:
 
         check_writable(path, self.ws.relative(path))
         pending.files.remove(path)
-
-    def _write_back(self, task_id: str, source, files: ChangeSet, outcome: Outcome) -> None:
-        """An imported task completes: tick it in its spec-kit tasks.md or feature_list.json too
-        (one line, in the same change and commit)."""
-        if not isinstance(source, dict) or source.get("format") not in ("spec-kit", "harness"):
-            return
-        from specflux.importers.writeback import write_back
-
-        def read(rel: str) -> str:
-            path = self.ws.root / rel
-            return files.text_of(path) or read_text(path, rel)
-
-        refused: list[str] = []
-
-        def write(rel: str, text: str) -> None:
-            from specflux.base.files import FileSystemError, check_writable
-
-            try:
-                check_writable(self.ws.root / rel, rel)
-            except FileSystemError as e:  # the source is the user's: a read-only one is left as it is
-                refused.append(str(e))
-                return
-            files.write(self.ws.root / rel, text)
-
-        changed = write_back(source, task_id, read, write)
-        if refused and changed:  # (a source ticked already is handed on unchanged: nothing to refuse)
-            outcome.notices.append(f"task {task_id} is not ticked in {changed}: {refused[0]}")
-        elif changed:
-            outcome.notices.append(f"ticked task {task_id} in {changed}")
-
-    def _upstream_outputs(self, deps: Iterable[str]) -> list["Upstream"]:
-        from specflux.store.chain import upstream_of
-
-        found = []
-        for dep in deps:
-            if self.path(dep).is_file():
-                up = upstream_of(self, dep)
-                if up is not None:
-                    found.append(up)
-        return found
 
 
 def json_id(task_id: str) -> int | str:

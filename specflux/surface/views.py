@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from specflux.agent.context import SessionContext
     from specflux.store.chain import Graph
     from specflux.format.model import TaskState
-    from specflux.store.manager import Outcome, TaskSummary
+    from specflux.store.values import Outcome, TaskSummary
     from specflux.store.workspace import Workspace
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from specflux.base import terminal
 from specflux.cli.main import main
-from specflux.store.manager import TaskSummary
+from specflux.store.values import TaskSummary
 from specflux.surface.views import list_table, table
 
 ROOT = Path(__file__).resolve().parents[2]

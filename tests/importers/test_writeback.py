@@ -73,7 +73,7 @@ def test_passing_a_feature_by_id_in_an_object_file():
 def test_a_source_ticked_already_is_handed_on_unchanged_for_the_commit():
     """A completion killed between writing the tick and committing it: done again, the tick is
     there already; it is written as it is (no byte changes) so that the commit takes it along."""
-    from specflux.importers.writeback import write_back
+    from specflux.importers.writeback import tick_spec_kit as write_back
 
     written = {}
     source = {"path": "tasks.md", "line": 7, "id": "T003", "format": "spec-kit"}

@@ -55,7 +55,7 @@ def withdraw_claims(manager: "TaskStateManager", task: dict) -> list[str]:
     nothing downstream reads it (`task` is the run state's entry, with what the file held before).
     Returns what was withdrawn, in words; the caller commits with the status."""
     from specflux.format.edits import apply_edits
-    from specflux.store.manager import Outcome
+    from specflux.store.values import Outcome
 
     task_id = task["id"]
     doc = manager.load(task_id)
