@@ -1,7 +1,7 @@
 """Shell completion scripts for bash, zsh and fish, generated from the argparse tree.
 
 The commands, the `flow` subcommands, each command's options and their choices (`--status`,
-`--agent`, `--format`, ...) come from `cli_parser.build_parser()`, so a new option is completed without
+`--agent`, `--format`, ...) come from `parser.build_parser()`, so a new option is completed without
 touching this module. Task ids and run ids are completed by the shell itself, from the names of
 `.specflux/task-states/task-<id>-state.md` and `.specflux/runs/<run>/events.jsonl` in the workspace
 (`--root` on the command line, else `SPECFLUX_ROOT`, else the nearest `.specflux/` upwards): no
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+
+from specflux.cli import command
 
 TASK_DESTS = {"id", "ids"}  # positionals that name a task (`new --id` names a new one)
 TASK_OPTIONS = {"dep", "add_dep", "remove_dep"}  # options that name a task
@@ -106,6 +108,14 @@ def script(shell: str, parser: argparse.ArgumentParser) -> str:
     """The completion script for `shell` (bash, zsh or fish)."""
     root = tree(parser)
     return {"bash": bash, "zsh": zsh, "fish": fish}[shell](root, parser.prog)
+
+
+@command("completion")
+def cmd_completion(args) -> int:
+    from specflux.cli.parser import build_parser
+
+    print(script(args.shell, build_parser()), end="")
+    return 0
 
 
 # --------------------------------------------------------------------- bash

@@ -1,5 +1,5 @@
-"""The `specflux flow ...` commands and the agent CLIs' hand-ins: arguments in, library calls
-(`specflux.flow.runs`), output. Registered by `cli.py`."""
+"""The `specflux flow ...` commands and the agent CLIs' hand-ins (`submit-review`, `submit-tasks`):
+arguments in, library calls (`specflux.flow.runs`), output. Their arguments are in `flow_parser.py`."""
 
 from __future__ import annotations
 
@@ -7,93 +7,17 @@ import os
 import sys
 
 from specflux.base.errors import UsageError
+from specflux.cli import command
+from specflux.cli.output import emit_json
+from specflux.surface.tasks import open_manager
 
 
-_RUN_HELP = "the run's id, as `flow list` shows it (default: the latest run)"
-
-
-def add_parsers(sub) -> None:
-    flow = sub.add_parser("flow", help="workflow runs over many tasks: start, status, pause, resume, stop, ...",
-                          description="Workflow runs: a queue of tasks through coder, validate, reviewer and "
-                                      "approval roles, under control enforced in code.")
-    fsub = flow.add_subparsers(dest="flow_command", metavar="FLOW_COMMAND",
-                               help="`specflux flow FLOW_COMMAND --help` for its options")
-
-    import argparse
-
-    s = fsub.add_parser("start", help="create a run and drive it in the foreground",
-                        description="Create a workflow run and drive it in the foreground: each task through the "
-                                    "workflow's roles until it is accepted or given up.",
-                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""\
-examples:
-  specflux flow start                      # every task not complete, in dependency order
-  specflux flow start 4 5 --agent command --cmd "claude -p --output-format json"
-  specflux flow start --all --workflow strict --max-iterations 40 --token-budget 2000000
-  specflux flow start --prd docs/prd.md    # plan the tasks first, then run them""")
-    s.add_argument("ids", nargs="*", metavar="ID", help="tasks to run (default: every task not complete)")
-    s.add_argument("--all", action="store_true", help="every task not complete")
-    s.add_argument("--prd", metavar="PRD", help="plan the tasks of this requirements document first (the planner "
-                   "role), then run them")
-    s.add_argument("--workflow", default="queue", metavar="NAME|PATH", help="built-in `queue`, a name in "
-                   ".specflux/workflows/, or a .toml path")
-    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic",
-                   help="anthropic (the Messages API, default), command (an agent CLI for every role) or replay")
-    s.add_argument("--cmd", help="the agent command line, for every role (--agent command)")
-    s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
-    s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
-    s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
-    s.add_argument("--parallel", type=int, metavar="N", help="work on up to N tasks whose dependencies are complete "
-                   "at once, each coder attempt in its own git worktree, merged back by the run (default: [flow] "
-                   "parallel, 1)")
-
-    s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
-    s.add_argument("--json", action="store_true", help="[{runId, status, tasksDone, tasksTotal, iterations, started, "
-                   "workflow}] as JSON")
-
-    s = fsub.add_parser("status", help="the run state (default: the latest run)")
-    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
-    s.add_argument("--json", action="store_true", help="the whole run state as JSON (CONTRACT names)")
-
-    for name, text in (("pause", "pause after the current step"), ("stop", "end the run now")):
-        s = fsub.add_parser(name, help=text)
-        s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
-    s = fsub.add_parser("resume", help="continue a paused, waiting or crashed run in the foreground")
-    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
-    s.add_argument("--allow-changed-workflow", action="store_true",
-                   help="resume even though the workflow file changed since the run started")
-    s = fsub.add_parser("approve", help="answer an open approval step: yes (the run continues)")
-    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
-    s.add_argument("--note", metavar="TEXT", help="a remark recorded with the approval")
-    s = fsub.add_parser("reject", help="answer an open approval step: no, with what to change")
-    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
-    s.add_argument("--note", metavar="TEXT", required=True, help="what to change (the coder's next try reads it)")
-
-    s = fsub.add_parser("log", help="the run's narrative, one line per step that matters")
-    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
-    s.add_argument("--json", action="store_true", help="[{seq, at, type, text}] as JSON")
-
-    s = fsub.add_parser("replay", help="re-run a whole run offline from its recordings, in a fresh clone at its base "
-                        "commit; exit 1 naming the first step that differs")
-    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
-    s.add_argument("--into", metavar="DIR", help="where to clone (default: a new temporary folder)")
-
-    for kind in ("review", "tasks"):
-        s = sub.add_parser(f"submit-{kind}", help=f"hand in a {'reviewer verdict' if kind == 'review' else 'planner task list'} "
-                           "from an agent CLI inside a run (JSON, as the submit_" + kind + " tool takes)")
-        s.add_argument("--json", required=True, metavar="FILE|-", help="the JSON file, or - for standard input")
-
-
-def _emit_json(data) -> None:
-    from specflux.cli.main import emit_json  # the one JSON printer (cli imports this module only when it runs)
-
-    emit_json(data)
-
-
-def run_flow(args, manager_for) -> int:
-    command = args.flow_command
-    if command is None:
+@command("flow")
+def cmd_flow(args) -> int:
+    name = args.flow_command
+    if name is None:
         raise UsageError("flow needs a command: start, list, status, pause, resume, stop, approve, reject, log")
-    return _FLOW[command](args, manager_for)
+    return _FLOW[name](args)
 
 
 def _say(line: str) -> None:
@@ -164,10 +88,10 @@ def _agents(args):
     return Agents(kind=args.agent, cmd=args.cmd, model=args.model)
 
 
-def flow_start(args, manager_for) -> int:
+def flow_start(args) -> int:
     from specflux.flow import runs
 
-    manager = manager_for(args)
+    manager = open_manager(args.root)
     agents = _agents(args)
     ids = list(args.ids)
     if args.prd:
@@ -194,27 +118,27 @@ def _plan_first(manager, args) -> list[str]:
     return result.created
 
 
-def _run(args, manager_for):
+def _run(args):
     from specflux.flow.record.run import Run
 
-    manager = manager_for(args)
+    manager = open_manager(args.root)
     return manager, Run.find(manager.ws, getattr(args, "run", None))
 
 
-def flow_resume(args, manager_for) -> int:
+def flow_resume(args) -> int:
     from specflux.flow import runs
 
-    manager, run = _run(args, manager_for)
+    manager, run = _run(args)
     print(runs.control(run, "resume"), file=sys.stderr)
     state = runs.drive(manager, run, say=Progress(run), allow_changed_workflow=args.allow_changed_workflow)
     return _finish(run, state)
 
 
 def _control(action):
-    def handler(args, manager_for) -> int:
+    def handler(args) -> int:
         from specflux.flow import runs
 
-        manager, run = _run(args, manager_for)
+        manager, run = _run(args)
         print(f"run {run.id}: {runs.control(run, action, getattr(args, 'note', None), manager)}")
         if action in ("approve", "reject") and not run.engine_running():
             state = runs.drive(manager, run, say=Progress(run))
@@ -224,11 +148,11 @@ def _control(action):
     return handler
 
 
-def flow_status(args, manager_for) -> int:
-    _, run = _run(args, manager_for)
+def flow_status(args) -> int:
+    _, run = _run(args)
     state = run.public_state()
     if args.json:
-        _emit_json(state)
+        emit_json(state)
         return 0
     from specflux.base.escape import safe
     from specflux.base.terminal import colour, status as coloured
@@ -263,10 +187,10 @@ def flow_status(args, manager_for) -> int:
     return 0
 
 
-def flow_list(args, manager_for) -> int:
+def flow_list(args) -> int:
     from specflux.flow.record.run import Run
 
-    manager = manager_for(args)
+    manager = open_manager(args.root)
     rows = []
     for run_id in Run.ids(manager.ws):
         state = Run(manager.ws, run_id).state()
@@ -274,7 +198,7 @@ def flow_list(args, manager_for) -> int:
         rows.append({"runId": run_id, "status": state["status"], "tasksDone": done, "tasksTotal": len(state["tasks"]),
                      "iterations": state["iteration"], "started": state.get("createdAt"), "workflow": state["workflow"]})
     if args.json:
-        _emit_json(rows)
+        emit_json(rows)
         return 0
     if not rows:
         print("no workflow runs yet (start one with `specflux flow start`)")
@@ -287,26 +211,26 @@ def flow_list(args, manager_for) -> int:
     return 0
 
 
-def flow_log(args, manager_for) -> int:
+def flow_log(args) -> int:
     from specflux.base.escape import safe
     from specflux.flow.record import narrative
 
-    _, run = _run(args, manager_for)
+    _, run = _run(args)
     events = run.events.read()
     if args.json:
-        _emit_json([{"seq": e["seq"], "at": e.get("at"), "type": e["type"], "text": text}
+        emit_json([{"seq": e["seq"], "at": e.get("at"), "type": e["type"], "text": text}
                     for e in events if (text := narrative.line(e))])
         return 0
     print(safe(narrative.render(run.id, events).rstrip()))
     return 0
 
 
-def flow_replay(args, manager_for) -> int:
+def flow_replay(args) -> int:
     from pathlib import Path
 
     from specflux.flow.replay import replay
 
-    manager, run = _run(args, manager_for)
+    manager, run = _run(args)
     result = replay(manager, run, Path(args.into) if args.into else None, say=Progress(run))
     if result.same:
         print(f"replay of {run.id} matches: {result.steps} step(s), the same decisions, task states and files "
@@ -324,7 +248,17 @@ _FLOW = {
 }
 
 
-def submit(kind: str, args) -> int:
+@command("submit-review")
+def cmd_submit_review(args) -> int:
+    return _submit("review", args)
+
+
+@command("submit-tasks")
+def cmd_submit_tasks(args) -> int:
+    return _submit("tasks", args)
+
+
+def _submit(kind: str, args) -> int:
     from specflux.agent.handin import submit_from_cli
 
     code, message = submit_from_cli(kind, args.json, os.environ)

@@ -1,5 +1,5 @@
 """The arguments of every `specflux` command: one argparse parser, with help and examples, that
-`cli.py` parses with and `completion.py` reads. The flow commands' arguments are in cli_flow.py.
+`main.py` parses with and `completion.py` reads.
 
 argparse rather than typer/rich: `specflux list` must start fast (typer + rich cost ~90 ms of
 imports), and every command's help is still generated from these definitions.
@@ -198,9 +198,9 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("dir", nargs="?", metavar="DIR", help="the folder to create (default: a new temporary folder)")
 
     if full:
-        from specflux.cli.flow_commands import add_parsers
+        from specflux.cli.flow_parser import add_flow_parsers
 
-        add_parsers(sub)
+        add_flow_parsers(sub)
     return p
 
 

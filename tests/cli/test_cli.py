@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specflux.cli.main import build_parser, main
+from specflux.cli.main import main
+from specflux.cli.parser import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 

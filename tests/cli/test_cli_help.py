@@ -20,7 +20,8 @@ import pytest
 from conftest import git
 
 from specflux.agent.scripted import Reply, call
-from specflux.cli.main import build_parser, main
+from specflux.cli.main import main
+from specflux.cli.parser import build_parser
 
 # Commands whose use is not obvious from their options: their --help ends with examples.
 WITH_EXAMPLES = ["new", "session", "complete", "set", "run", "plan", "import", "completion", "flow start"]

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from specflux.cli.main import build_parser, main
 from specflux.cli.completion import tree
+from specflux.cli.main import main
+from specflux.cli.parser import build_parser
 
 ZCAP = Path(__file__).resolve().parents[1] / "fixtures" / "zsh_capture.zsh"
 

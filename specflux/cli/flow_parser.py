@@ -1,0 +1,80 @@
+"""The arguments of `specflux flow ...` and of the agent CLIs' hand-ins (`submit-review`,
+`submit-tasks`), with help and examples. `parser.build_parser` adds them only when the command line
+asks for one of them or for help, so that `specflux list` does not pay for building them."""
+
+from __future__ import annotations
+
+import argparse
+
+_RUN_HELP = "the run's id, as `flow list` shows it (default: the latest run)"
+
+
+def add_flow_parsers(sub) -> None:
+    """`flow` and its commands, and the agent CLIs' hand-ins (`submit-review`, `submit-tasks`), added
+    to `specflux`'s subparsers `sub`."""
+    flow = sub.add_parser("flow", help="workflow runs over many tasks: start, status, pause, resume, stop, ...",
+                          description="Workflow runs: a queue of tasks through coder, validate, reviewer and "
+                                      "approval roles, under control enforced in code.")
+    fsub = flow.add_subparsers(dest="flow_command", metavar="FLOW_COMMAND",
+                               help="`specflux flow FLOW_COMMAND --help` for its options")
+
+    s = fsub.add_parser("start", help="create a run and drive it in the foreground",
+                        description="Create a workflow run and drive it in the foreground: each task through the "
+                                    "workflow's roles until it is accepted or given up.",
+                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""\
+examples:
+  specflux flow start                      # every task not complete, in dependency order
+  specflux flow start 4 5 --agent command --cmd "claude -p --output-format json"
+  specflux flow start --all --workflow strict --max-iterations 40 --token-budget 2000000
+  specflux flow start --prd docs/prd.md    # plan the tasks first, then run them""")
+    s.add_argument("ids", nargs="*", metavar="ID", help="tasks to run (default: every task not complete)")
+    s.add_argument("--all", action="store_true", help="every task not complete")
+    s.add_argument("--prd", metavar="PRD", help="plan the tasks of this requirements document first (the planner "
+                   "role), then run them")
+    s.add_argument("--workflow", default="queue", metavar="NAME|PATH", help="built-in `queue`, a name in "
+                   ".specflux/workflows/, or a .toml path")
+    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic",
+                   help="anthropic (the Messages API, default), command (an agent CLI for every role) or replay")
+    s.add_argument("--cmd", help="the agent command line, for every role (--agent command)")
+    s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
+    s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
+    s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
+    s.add_argument("--parallel", type=int, metavar="N", help="work on up to N tasks whose dependencies are complete "
+                   "at once, each coder attempt in its own git worktree, merged back by the run (default: [flow] "
+                   "parallel, 1)")
+
+    s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
+    s.add_argument("--json", action="store_true", help="[{runId, status, tasksDone, tasksTotal, iterations, started, "
+                   "workflow}] as JSON")
+
+    s = fsub.add_parser("status", help="the run state (default: the latest run)")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--json", action="store_true", help="the whole run state as JSON (CONTRACT names)")
+
+    for name, text in (("pause", "pause after the current step"), ("stop", "end the run now")):
+        s = fsub.add_parser(name, help=text)
+        s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s = fsub.add_parser("resume", help="continue a paused, waiting or crashed run in the foreground")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--allow-changed-workflow", action="store_true",
+                   help="resume even though the workflow file changed since the run started")
+    s = fsub.add_parser("approve", help="answer an open approval step: yes (the run continues)")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--note", metavar="TEXT", help="a remark recorded with the approval")
+    s = fsub.add_parser("reject", help="answer an open approval step: no, with what to change")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--note", metavar="TEXT", required=True, help="what to change (the coder's next try reads it)")
+
+    s = fsub.add_parser("log", help="the run's narrative, one line per step that matters")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--json", action="store_true", help="[{seq, at, type, text}] as JSON")
+
+    s = fsub.add_parser("replay", help="re-run a whole run offline from its recordings, in a fresh clone at its base "
+                        "commit; exit 1 naming the first step that differs")
+    s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
+    s.add_argument("--into", metavar="DIR", help="where to clone (default: a new temporary folder)")
+
+    for kind in ("review", "tasks"):
+        s = sub.add_parser(f"submit-{kind}", help=f"hand in a {'reviewer verdict' if kind == 'review' else 'planner task list'} "
+                           "from an agent CLI inside a run (JSON, as the submit_" + kind + " tool takes)")
+        s.add_argument("--json", required=True, metavar="FILE|-", help="the JSON file, or - for standard input")
