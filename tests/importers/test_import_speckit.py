@@ -10,7 +10,8 @@ import pytest
 from conftest import CORPUS
 
 from specflux.importers.drafts import to_task_id
-from specflux.importers.speckit import TITLE_MAX, parse
+from specflux.importers.speckit import parse
+from specflux.importers.speckit_drafts import TITLE_MAX
 
 SPEC_KIT = CORPUS / "spec-kit"
 
