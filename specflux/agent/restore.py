@@ -1,0 +1,129 @@
+"""After a session, what it must not leave behind is put back: every task file it broke or
+deleted (with what a person committed to it meanwhile), and whatever a reviewer's commands changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specflux.agent.session_report import SessionReport
+from specflux.base.errors import SpecfluxError
+from specflux.format.document import TaskDocument
+
+
+def task_file_bytes(manager) -> dict[Path, bytes]:
+    """Every task file's bytes before a session, to put back any the session breaks."""
+    out = {}
+    for task_id in manager.ws.task_ids():
+        path = manager.ws.task_path(task_id)
+        try:
+            out[path] = path.read_bytes()
+        except OSError:
+            continue  # unreadable (a folder, no permission): nothing to put back
+    return out
+
+
+def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", baseline=None) -> list[Path]:
+    """Put back every task file the session deleted or left unreadable (and remove any new one
+    that cannot be read), saying so; returns the paths put back. A file someone committed while
+    the session ran (a person's `specflux session`) is put back with that commit in it."""
+    from specflux.base.files import atomic_write
+    from specflux.store.lint import lint_document
+    from specflux.store.workspace import STATE_FILE
+
+    now = {manager.ws.task_path(t) for t in manager.ws.task_ids()}
+    restored = []
+    for path in sorted(set(before) | now):
+        rel = manager.ws.relative(path)
+        old = before.get(path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = None
+        except OSError:
+            continue
+        if data == old:
+            continue
+        problems = ["the session deleted it"] if data is None else _problems(manager, path, data, lint_document)
+        if not problems:
+            continue
+        if old is None:
+            path.unlink(missing_ok=True)
+            report.notices.append(f"{rel}: the session left a new task file that cannot be read; removed it: {problems[0]}")
+        else:
+            good = good_version(manager, path, old.decode("utf-8"), baseline, lint_document)
+            atomic_write(path, good)
+            meanwhile = " (with what was committed to it meanwhile)" if good != old.decode("utf-8") else ""
+            report.notices.append(f"{rel}: the session broke this task file ({problems[0]}); put it back as it "
+                                  f"was before the session{meanwhile}, and left it out of the commit")
+        m = STATE_FILE.fullmatch(path.name)
+        if m and m.group(1) == report.task_id:
+            report.restored = True
+        restored.append(path)
+    return restored
+
+
+def _problems(manager, path: Path, data: bytes, lint_document) -> list[str]:
+    """Why a task file cannot be used (the errors lint finds in it), or []."""
+    from specflux.base.files import decode
+    from specflux.store.workspace import STATE_FILE
+
+    rel = manager.ws.relative(path)
+    try:
+        doc = TaskDocument(decode(data, rel), rel)
+    except SpecfluxError as e:
+        return [str(e)]
+    m = STATE_FILE.fullmatch(path.name)
+    return [str(p) for p in lint_document(doc, m.group(1) if m else None, manager.ws.config.archive)
+            if p.severity == "error" and "total_sessions" not in p.message]
+
+
+def good_version(manager, path: Path, before: str, baseline, lint_document) -> str:
+    """What a task file the session broke is put back to: as it was before the session, plus what
+    was committed to it while the session ran (a person's `specflux session`), merged by parts;
+    HEAD's version where that merge is not clean."""
+    git = manager.git
+    if baseline is None or git is None:
+        return before
+    try:
+        base, head = git.committed_text(path, baseline.head) if baseline.head else "", git.committed_text(path)
+    except SpecfluxError:
+        return before
+    if head is None or head == base:
+        return before  # nothing committed meanwhile
+    from specflux.format.merge import merge_task
+
+    merged, clean = merge_task(base or "", before, head)
+    for text in ((merged,) if clean else ()) + (head,):
+        if not _problems(manager, path, text.encode("utf-8"), lint_document):
+            return text
+    return before
+
+
+def undo_changes(manager, git, baseline, report: "SessionReport") -> None:
+    """A reviewer's tools are read-only (CONTRACT section 4), but its commands run in a sandbox
+    that may write in the repository: whatever it changed is put back and never committed."""
+    from specflux.vcs.process import run_git
+    from specflux.vcs.status import changed_paths
+
+    states = manager.ws.relative(manager.ws.states_dir)
+    for rel in changed_paths(baseline.fingerprints, git.status_snapshot()):
+        path = git.root / rel
+        if manager.ws.relative(path).startswith(states + "/"):
+            continue  # task files: linted and put back by restore_broken
+        before = baseline.dirty.get(rel)
+        if before is not None and before.content is None:
+            report.notices.append(f"{rel}: the reviewer changed it and it could not be put back (it was "
+                                  "already changed before the review); check it")
+            continue
+        from specflux.agent.protected import keep_copy
+
+        kept = keep_copy(manager, path) if path.is_file() else ""  # a person's edit meanwhile is never lost
+        if before is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(before.content)
+        elif run_git(("cat-file", "-e", f"HEAD:{rel}"), git.root).returncode == 0:
+            run_git(("checkout", "-q", "HEAD", "--", rel), git.root)
+        else:
+            path.unlink(missing_ok=True)
+        report.notices.append(f"{rel}: changed during the review; put back as it was (a review changes no file){kept}")

@@ -1,0 +1,31 @@
+"""What one agent session did, as `run_session` reports it: how it stopped, its progress-log
+entry, the task's status, the commit, and every notice to show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specflux.agent.backend import SessionOutcome
+from specflux.agent.handoff import Handoff
+
+
+@dataclass
+class SessionReport:
+    task_id: str
+    stop: str
+    session: int | None = None
+    error: str | None = None
+    status: str | None = None
+    commit: str = ""
+    changed: list[str] = field(default_factory=list)
+    wired: list[str] = field(default_factory=list)
+    outcome: SessionOutcome | None = None
+    notices: list[str] = field(default_factory=list)
+    archived: list[str] = field(default_factory=list)
+    restored: bool = False  # the agent broke or deleted its own task file, which was put back
+    handoff: Handoff | None = None  # the agent's end_session (a run decides what to do with it)
+    review: dict | None = None  # a reviewer session's verdict (submit_review), or None
+
+    @property
+    def ok(self) -> bool:
+        return self.stop in ("end_session", "end_turn")
