@@ -1,3 +1,4 @@
+# Over 500 lines: it is also the Landlock launcher, run alone (`python -I -S sandbox.py`, only mountns.py beside it), so the rules of what a command may write stay here with Landlock, and the bwrap and sandbox-exec options that use them could leave only round an import circle.
 """Confining the writes of the commands an API agent runs (`run_command`).
 
 A command may write inside the repository and its own temporary folder, never in `.git/` (git
