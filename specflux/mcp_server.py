@@ -20,7 +20,7 @@ from specflux.base.errors import SpecfluxError, UsageError
 
 Id = Annotated[str, Field(description="task id, e.g. 102 or T001", coerce_numbers_to_str=True)]  # 102 as a number too
 Ids = list[Annotated[str, Field(coerce_numbers_to_str=True)]]
-Status = Literal["pending", "in_progress", "review", "complete", "failed", "blocked"]  # as document.STATUSES
+Status = Literal["pending", "in_progress", "review", "complete", "failed", "blocked"]  # as format.metadata.STATUSES
 Commit = Annotated[bool, Field(description="false: write the file, do not commit")]
 
 

@@ -25,7 +25,7 @@ BLUE = "\x1b[34m"
 MAGENTA = "\x1b[35m"
 CYAN = "\x1b[36m"
 
-# Task statuses (document.STATUSES), `broken`, and the statuses of workflow runs (flow.state).
+# Task statuses (format.metadata.STATUSES), `broken`, and the statuses of workflow runs (flow.state).
 STATUS_COLOURS = {
     "pending": "",
     "in_progress": YELLOW,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")  # as document.STATUSES
+STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")  # as format.metadata.STATUSES
 AGENTS = ("anthropic", "command", "replay")
 
 

@@ -160,7 +160,7 @@ class Workspace:
     def init(cls, root: Path) -> tuple["Workspace", bool]:
         """Create .specflux/ under `root`; returns the workspace and whether it was new.
 
-        Every run also registers the task-state merge driver (`merge.register_driver`): the
+        Every run also registers the task-state merge driver (`vcs.merge_driver.register_driver`): the
         `.gitattributes` line, and inside a git repository the driver in its local config, which
         git does not clone, so `specflux init` in a fresh clone is what sets it there."""
         ws = cls(check_folder(root.resolve()))
