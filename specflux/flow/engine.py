@@ -15,7 +15,6 @@ the run, fed the recorded `now`/`seed`, gets the same decisions.
 from __future__ import annotations
 
 import random
-import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -30,6 +29,7 @@ from specflux.flow.decisions import (
     RequestApproval,
     RequestWork,
 )
+from specflux.flow.record.stop_watch import StopWatcher
 from specflux.flow.steps.roles import Interrupted, StepResult
 from specflux.flow.workflow.limits import limit_reached
 from specflux.flow.state import FINISHED, in_flight, task_by_id, waiting
@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from specflux.flow.steps.roles import Roles
     from specflux.flow.record.run import Run
 
-POLL_S = 0.2  # how often a running step checks for `flow stop`
 
 
 class Engine:
@@ -202,7 +201,7 @@ class Engine:
         before = self._branch_before(step)
         if before is False:
             return
-        watcher = _StopWatcher(self.run)
+        watcher = StopWatcher(self.run)
         watcher.start()
         try:
             result = self.roles.perform(step, self.run.state(), resumed=resumed, key=key, stamp=stamp)
@@ -471,37 +470,3 @@ def _copy(value: Any) -> Any:
     import copy
 
     return copy.deepcopy(value)
-
-
-class _StopWatcher:
-    """While a step runs, watch the event log for `flow stop` and interrupt the step at once."""
-
-    def __init__(self, run: "Run"):
-        self.run = run
-        self.stopped = False
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        try:
-            self._offset = run.events.path.stat().st_size  # only what is appended while the step runs
-        except FileNotFoundError:
-            self._offset = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._done.set()
-
-    def _watch(self) -> None:
-        import _thread
-
-        while not self._done.wait(POLL_S):
-            try:
-                newer, self._offset = self.run.events.read_from(self._offset)
-            except SpecfluxError:
-                continue
-            if any(e["type"] == "control" and e["action"] == "stop" for e in newer):
-                self.stopped = True
-                if not self._done.is_set():
-                    _thread.interrupt_main()  # the session sees Ctrl-C and records the interruption
-                return

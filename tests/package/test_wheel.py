@@ -114,9 +114,9 @@ def test_the_wheel_holds_every_file_of_the_package(wheel):
     missing = sorted(expected - names)
     assert not missing, f"files of the package missing from the wheel (pyproject.toml's packaging): {missing}"
     for required in ("specflux/templates/task-state.md", "specflux/importers/__init__.py",
-                     "specflux/demo_data/task-1-session-1.jsonl"):
+                     "specflux/demo/data/task-1-session-1.jsonl"):
         assert required in names
-    assert any(n.startswith("specflux/demo_data/flow/recordings/") and n.endswith(".jsonl") for n in names)
+    assert any(n.startswith("specflux/demo/data/flow/recordings/") and n.endswith(".jsonl") for n in names)
     assert not [n for n in names if n.endswith((".pyc", ".pyo")) or "__pycache__" in n]
     assert {n.split("/")[0] for n in names} == {"specflux", f"specflux-{specflux.__version__}.dist-info"}
 

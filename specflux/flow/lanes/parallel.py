@@ -28,7 +28,8 @@ from specflux.base.crashpoint import ENV as CRASH_ENV
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import SpecfluxError
 from specflux.flow.decisions import AgentErrorInfo, Decision
-from specflux.flow.engine import POLL_S, Engine
+from specflux.flow.engine import Engine
+from specflux.flow.record.stop_watch import POLL_S
 from specflux.flow.steps.roles import Interrupted, StepResult
 from specflux.flow.state import FINISHED, lane_view, waiting
 from specflux.flow.lanes.worktrees import UserBusy, Worktrees
