@@ -14,10 +14,13 @@ the run, fed the recorded `now`/`seed`, gets the same decisions.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from specflux.base.crashpoint import ENV as CRASH_ENV
+from specflux.base.crashpoint import crash_point
 from specflux.base.errors import SpecfluxError
 from specflux.format.render import now_stamp
 from specflux.flow.decisions import (
@@ -54,6 +57,7 @@ class Engine:
         self.manager, self.run, self.spec, self.roles = manager, run, spec, roles
         self.say, self.moments, self.stamps, self.clock = say, moments or {}, stamps or {}, clock
         self.stamp_clock = stamp_clock
+        self._deciding: dict[str, Any] | None = None  # the finished step being decided on
 
     # ----------------------------------------------------------------- driving
 
@@ -284,6 +288,13 @@ class Engine:
 
     def _decide(self, finished: dict[str, Any]) -> None:
         """The spec's decision on a finished step (its event), recorded and carried out."""
+        self._deciding = finished
+        try:
+            self._decide_on(finished)
+        finally:
+            self._deciding = None
+
+    def _decide_on(self, finished: dict[str, Any]) -> None:
         ctx = DecisionContext(finished["now"], finished["seed"])
         step_id, task_id = finished["stepId"], finished.get("taskId")
         try:
@@ -323,6 +334,8 @@ class Engine:
                 self._task_effect(action, state)
         for i, action in enumerate(a for a in decision.actions if isinstance(a, (RequestWork, RequestApproval))):
             step_id = action.step_id or f"s{last['seq']}" + (f"-{i + 1}" if i else "")
+            if step_id in self.run.state().get("requestedByLast", ()):
+                continue  # requested already, before a crash (and perhaps done since)
             existing = self.run.state()["openSteps"].get(step_id)
             if existing is not None and (existing.get("requestedBy") == last["seq"] or existing["status"] != "FAILED"):
                 continue  # requested already (before a crash), or alive: a FAILED one is asked again (a retry)
@@ -417,7 +430,17 @@ class Engine:
     # ----------------------------------------------------------------- plumbing
 
     def _record(self, event: dict[str, Any]) -> None:
+        """Append `event`; `SPECFLUX_CRASH_AT=event:TYPE[:WHAT]` kills the process just before it
+        is appended, `recorded:TYPE[:WHAT]` just after (tests of `kill -9` between an effect and
+        its record; WHAT: the step's kind, the status, or for a decision the kind decided on)."""
+        if not os.environ.get(CRASH_ENV):
+            self.run.record(event)
+            return
+        what = event.get("kind") or event.get("status") or \
+            ((self._deciding or {}).get("kind") if event["type"] == "decision" else None)
+        crash_point(f"event:{event['type']}" + (f":{what}" if what else ""))
         self.run.record(event)
+        crash_point(f"recorded:{event['type']}" + (f":{what}" if what else ""))
 
     def _view(self) -> dict[str, Any]:
         """The state a spec sees: a copy, so that a spec cannot change the run behind the engine."""

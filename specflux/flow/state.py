@@ -100,6 +100,7 @@ def _created(state: dict, e: dict) -> None:
         "stepTries": {},  # step id -> how often it finished (a retry runs the same step again)
         "stepErrors": {},  # step id -> how often it finished with an error
         "lastDecision": None,  # the last decision event, for its effects after a crash
+        "requestedByLast": [],  # the step ids it requested so far (done ones leave openSteps)
         "booted": False,
         "chainOutputs": {},  # task id -> the last chain output its coder handed over
         "coderAccounts": {},  # task id -> the last coder's `did`, when it handed over no chain output
@@ -133,6 +134,9 @@ def _step_requested(state: dict, e: dict) -> None:
         "stepId": e["stepId"], "kind": e["kind"], "status": "WAITING", "payload": e.get("payload"),
         "taskId": e.get("taskId"), "requestedBy": e.get("decision"),
     }
+    last = state.get("lastDecision")
+    if last is not None and e.get("decision") == last["seq"]:
+        state.setdefault("requestedByLast", []).append(e["stepId"])
 
 
 def _step_started(state: dict, e: dict) -> None:
@@ -225,6 +229,7 @@ def _boot(state: dict, e: dict) -> None:
 
 def _decision(state: dict, e: dict) -> None:
     state["lastDecision"] = e
+    state["requestedByLast"] = []  # the steps it requested: never again, also once done and closed
     state["booted"] = True  # (a boot event without a decision after it: the boot is made again)
     for action in e["decision"].get("actions", []):
         if action["type"] == "ANNOTATE":

@@ -155,9 +155,15 @@ LANE_POINTS = [
     "merge:fast-forwarded>event:step_requested:*",  # the next lane's coder step not yet requested
 ]
 END_POINTS = ["event:status:completed", "clean:removed-one"]
+DECISION_POINTS = [  # a step finished (and closed), its decision not yet recorded: it is not asked for again
+    "event:decision:reviewer",
+    "event:decision:coder@2",
+    "event:decision:merge@2",
+]
+HOLD_POINTS = ["atomic:task-T001.json"]  # the run's hold on a task: its temporary file, not renamed yet
 
 
-@pytest.mark.parametrize("point", MERGE_POINTS + WRITEBACK_POINTS + LANE_POINTS + END_POINTS)
+@pytest.mark.parametrize("point", MERGE_POINTS + WRITEBACK_POINTS + LANE_POINTS + END_POINTS + DECISION_POINTS + HOLD_POINTS)
 def test_kill_9_at_a_point_then_resume_finishes_the_run_as_it_would_have(project, tmp_path, point):
     env = fruit_plan(tmp_path)
     done = start(project, env, point)
@@ -244,3 +250,25 @@ def test_a_merge_that_landed_before_the_kill_is_not_made_again(git_repo):
     assert not (trees.home / "_merge").exists()
     trees.clean()
     no_leftovers(git_repo)
+
+
+@pytest.mark.parametrize("point", ["event:decision:reviewer", "event:decision:coder@2"])
+def test_a_step_done_before_the_kill_is_not_asked_for_again(project, tmp_path, point):
+    """Killed after a step finished (and left the open steps) before its decision was recorded:
+    the decision before it, whose effects `flow resume` settles first, requested that step — it is
+    not requested again (else the task is reviewed, completed and merged twice)."""
+    env = fruit_plan(tmp_path)
+    done = specflux(project, "flow", "start", "--agent", "command", "--cmd", agent_cmd(),
+                    env={**env, "SPECFLUX_CRASH_AT": point}, timeout=180)
+    assert done.returncode == -9, f"the process did not die at {point}: {done.returncode}\n{done.stderr}"
+    done = resume(project, env)
+    assert done.returncode == 0, done.stderr + done.stdout
+    (run_dir,) = (project / ".specflux" / "runs").iterdir()
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    requested = [e["stepId"] for e in events if e["type"] == "step_requested"]
+    assert len(requested) == len(set(requested)), requested
+    assert json.loads(specflux(project, "flow", "status", "--json").stdout)["status"] == "completed"
+    log = git(project, "log", "--format=%s").splitlines()
+    for task in FRUIT:
+        assert sum(1 for s in log if s.startswith(f"task {task}: complete")) == 1, log
+        assert sum(1 for s in log if s.startswith(f"task {task}: session") and "Review" in s) == 1, log

@@ -17,15 +17,12 @@ When the run ends, all of its worktrees and branches are removed.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specflux.base.crashpoint import ENV as CRASH_ENV
-from specflux.base.crashpoint import crash_point
 from specflux.base.errors import SpecfluxError
 from specflux.flow.decisions import AgentErrorInfo, Decision
 from specflux.flow.engine import Engine
@@ -58,7 +55,6 @@ class ParallelEngine(Engine):
         roles.cancel = self.cancel
         self.results: queue.Queue = queue.Queue()
         self.running: dict[str, threading.Thread] = {}
-        self._deciding: dict[str, Any] | None = None
         self._tidied = False
         self._merge_again_at = 0.0
 
@@ -365,13 +361,6 @@ class ParallelEngine(Engine):
 
     # ----------------------------------------------------------------- decisions
 
-    def _decide(self, finished: dict[str, Any]) -> None:
-        self._deciding = finished
-        try:
-            super()._decide(finished)
-        finally:
-            self._deciding = None
-
     def _view(self) -> dict[str, Any]:
         """As the sequential engine's, but a failed step's retry sees only its own failed step
         (other lanes may have failed steps of the same kind)."""
@@ -448,18 +437,6 @@ class ParallelEngine(Engine):
         if not self.running:
             self.worktrees.clean()
         super()._finish(status, reason)
-
-    def _record(self, event: dict[str, Any]) -> None:
-        """As the sequential engine's; `SPECFLUX_CRASH_AT=event:TYPE[:WHAT]` kills the process
-        just before the event is appended (tests of `kill -9` between an effect and its record)."""
-        if os.environ.get(CRASH_ENV):
-            deciding = self._deciding or {}
-            what = event.get("kind") or event.get("status") or (deciding.get("kind") if event["type"] == "decision" else None)
-            crash_point(f"event:{event['type']}" + (f":{what}" if what else ""))
-            super()._record(event)
-            crash_point(f"recorded:{event['type']}" + (f":{what}" if what else ""))
-            return
-        super()._record(event)
 
     def _keep_stopped(self) -> None:
         """The unfinished lanes' work, kept on `specflux/stopped/<run>/<task>` before the lanes go."""

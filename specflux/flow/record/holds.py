@@ -57,6 +57,8 @@ class Holds:
         fd = os.open(self.dir.parent / "holds.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            for stale in self.dir.glob(".task-*.tmp"):  # a kill mid-claim left it: holds are
+                stale.unlink(missing_ok=True)  # written under this lock only, so none is in use
             yield
         finally:
             os.close(fd)
