@@ -4,16 +4,15 @@ The agent gets the session's system prompt and context on stdin, and SPECFLUX_TA
 SPECFLUX_TASK_ID and SPECFLUX_ROOT in its environment; it edits the task file itself (with the
 `specflux` commands), so the outcome carries no hand-off.
 
-What an agent CLI spent is read from its own JSON output, where it prints one: Claude Code's
-`--output-format json` / `stream-json` result object, or Codex's `exec --json` `turn.completed`
-event. A CLI that prints plain text leaves the usage at zero.
+What an agent CLI spent is read from its own output as it arrives (usage_readers.py: Claude Code,
+Codex, Gemini CLI, aider, opencode); a session whose running usage passes its token or money
+budget is stopped then. A CLI that prints nothing readable leaves the usage unknown, never 0.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -22,12 +21,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
+from specflux.agent.presets import program_of
 from specflux.agent.tools import Toolbox, kill_group
+from specflux.agent.usage_readers import KINDS, UsageMeter, parse_usage, read_usage_and_turns  # noqa: F401
 from specflux.base.errors import AgentError
 
 TAIL_LINES = 20  # of stderr, quoted in the error when the agent fails
@@ -35,15 +35,6 @@ OUTPUT_KEEP_CHARS = 1 << 20  # of stdout, parsed for usage after exit: the resul
 SETUP_FAILURE_S = 1.0  # a shell that cannot start the program gives up at once
 _SETUP_FAILURE = re.compile(r"not found|no such file or directory|permission denied", re.IGNORECASE)
 
-# Words that make the shell, not a program, the first thing to run: too shell-ish to judge.
-_SHELL_WORDS = frozenset(
-    "! [[ ]] { } case coproc do done elif else esac fi for function if in select then time until while "
-    ". : [ alias bg break builtin cd command continue declare eval exec exit export false fg getopts hash "
-    "jobs kill let local printf pwd read readonly return set shift source test times trap true type "
-    "typeset ulimit umask unalias unset wait".split()
-)
-_SHELL_META = re.compile(r"[$`;&|<>(){}*?\[\]#\\]")
-_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 
 
 class _Keeper(Protocol):
@@ -71,6 +62,41 @@ class OutputTail:
         return "".join(self.lines)
 
 
+class _Metered:
+    """Keeps the output's tail and reads the agent's usage from each line as it arrives; `passed`
+    is set (with `why`) once that usage is past the session's token or money budget."""
+
+    def __init__(self, tail: OutputTail, meter: UsageMeter, request: SessionRequest):
+        self.tail, self.meter, self.request = tail, meter, request
+        self.passed = threading.Event()
+        self.why: tuple[str, str] | None = None
+
+    def append(self, line: str) -> None:
+        self.tail.append(line)
+        if self.meter.feed(line) and not self.passed.is_set():
+            self._check()
+
+    def _check(self) -> None:
+        usage, request = self.meter.usage(), self.request
+        if usage is None:
+            return
+        if request.token_budget is not None and usage.total > request.token_budget:
+            self.why = ("token_budget", f"the agent used {usage.total:,} tokens, past its budget of "
+                                        f"{request.token_budget:,}; it was stopped")
+        elif request.budget_usd is not None:
+            cost = request.pricing.cost(usage) if request.pricing is not None else \
+                (usage.cost_usd if usage.cost_reported else None)
+            if cost is not None and cost > request.budget_usd:
+                self.why = ("budget_usd", f"the agent spent ${cost:.4f}, past its budget of "
+                                          f"${request.budget_usd:.4f}; it was stopped")
+        if self.why is not None:
+            self.passed.set()
+
+
+class _BudgetPassed(Exception):
+    pass
+
+
 def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper, prefix: str = "") -> None:
     """Copy `source` line by line to `sink` (the user's terminal), each line after `prefix`,
     keeping what `keep` keeps (without the prefix)."""
@@ -90,86 +116,9 @@ def _feed(sink: IO[bytes], data: bytes) -> None:
         sink.close()
 
 
-# --------------------------------------------------------------------- usage from JSON output
-
-
-def parse_usage(output: str) -> tuple[Usage, int] | None:
-    """Tokens and turns from an agent CLI's JSON output, or None when it printed none.
-
-    The last report wins: Claude Code's `{"type": "result", "usage": {...}, "num_turns": N}` (the
-    only object of `--output-format json`, the last line of `stream-json`), or Codex's
-    `{"type": "turn.completed", "usage": {...}}`, whose usage is the thread's running total.
-    """
-    for event in _json_objects_last_first(output):
-        usage = event.get("usage")
-        if not isinstance(usage, dict):
-            continue
-        if event.get("type") == "result":
-            return _claude_usage(usage), _count(event.get("num_turns")) or 1
-        if event.get("type") == "turn.completed":
-            return _codex_usage(usage), 1
-    return None
-
-
-def _claude_usage(usage: dict[str, Any]) -> Usage:
-    """Claude Code reports the Messages API's own fields: cached input apart from `input_tokens`."""
-    return Usage(**{name: _count(usage.get(name)) for name in Usage.__dataclass_fields__})
-
-
-def _codex_usage(usage: dict[str, Any]) -> Usage:
-    """Codex counts cached input inside `input_tokens` (OpenAI's way); `Usage` keeps them apart."""
-    cached = _count(usage.get("cached_input_tokens"))
-    return Usage(input_tokens=max(_count(usage.get("input_tokens")) - cached, 0),
-                 output_tokens=_count(usage.get("output_tokens")), cache_read_input_tokens=cached)
-
-
-def _count(value: object) -> int:
-    """A token or turn count as reported, or 0 for anything that is not a positive number."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _json_objects_last_first(output: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects in `output`, last first: the whole of it when it is one JSON value (an
-    object, or an array of them), else each line that is one. Anything else is skipped."""
-    try:
-        whole = json.loads(output)
-    except ValueError:
-        pass
-    else:
-        items = whole if isinstance(whole, list) else [whole]
-        yield from (item for item in reversed(items) if isinstance(item, dict))
-        return
-    for line in reversed(output.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            with contextlib.suppress(ValueError):
-                event = json.loads(line)
-                if isinstance(event, dict):
-                    yield event
-
-
 # --------------------------------------------------------------------- checking the command
 
 
-def program_of(cmd: str) -> tuple[str, dict[str, str]] | None:
-    """The program a shell command line starts, with the variables it assigns first; None when
-    the line is too shell-ish to tell (a keyword or builtin, an expansion, a redirection first)."""
-    try:
-        words = shlex.split(cmd)
-    except ValueError:  # unbalanced quotes: let the shell say what it thinks
-        return None
-    assigned: dict[str, str] = {}
-    for word in words:
-        assignment = _ASSIGNMENT.fullmatch(word)
-        if assignment:
-            if _SHELL_META.search(word) or assignment.group(1) == "PATH":
-                return None
-            assigned[assignment.group(1)] = assignment.group(2)
-            continue
-        if word in _SHELL_WORDS or _SHELL_META.search(word):
-            return None
-        return os.path.expanduser(word), assigned
-    return None
 
 
 def _missing_program(program: str, root: Path, path_var: str | None) -> str | None:
@@ -229,16 +178,21 @@ class CommandBackend:
     """Runs `cmd` (a shell command line) as one agent session."""
 
     def __init__(self, cmd: str, timeout_s: float | None = None, env: dict[str, str] | None = None,
-                 stream: bool = True, cancel: threading.Event | None = None, prefix: str = ""):
+                 stream: bool = True, cancel: threading.Event | None = None, prefix: str = "",
+                 usage_kind: str = "auto"):
         """`cancel`: set from another thread (a parallel run's `flow stop`), the agent is stopped
         as Ctrl-C would stop it. `prefix`: put before each line of the agent's output on the
-        terminal (a parallel run names the task, as several agents write at once)."""
+        terminal (a parallel run names the task, as several agents write at once). `usage_kind`:
+        which CLI's output the usage is read from (usage_readers.KINDS; "auto" tries each)."""
         self.cmd = cmd
         self.timeout_s = timeout_s
         self.env = dict(env or {})
         self.stream = stream
         self.cancel = cancel
         self.prefix = prefix
+        if usage_kind not in KINDS:
+            raise AgentError(f"no usage reader {usage_kind!r} (readers: {', '.join(KINDS)})")
+        self.usage_kind = usage_kind
 
     def preflight(self, root: Path | None = None) -> None:
         """Raise AgentError when the agent CLI plainly cannot start, before the session changes anything.
@@ -268,11 +222,12 @@ class CommandBackend:
         proc = subprocess.Popen(_dies_with_us(self.cmd), cwd=toolbox.root, env=full_env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         out = OutputTail()
+        metered = _Metered(out, UsageMeter(self.usage_kind), request)
         err_tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         threads = [
             threading.Thread(target=_feed, args=(proc.stdin, f"{request.system}\n\n{request.context}".encode()),
                              daemon=True),
-            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, out, self.prefix),
+            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, metered, self.prefix),
                              daemon=True),
             threading.Thread(target=_pump, args=(proc.stderr, sys.stderr if self.stream else None, err_tail,
                                                  self.prefix), daemon=True),
@@ -280,7 +235,14 @@ class CommandBackend:
         for thread in threads:
             thread.start()
         try:
-            code = self._wait(proc)
+            code = self._wait(proc, metered.passed)
+        except _BudgetPassed:
+            _stop(proc)
+            for thread in threads[1:]:
+                thread.join(timeout=5)
+            stop, why = metered.why or ("token_budget", "past its budget")
+            return SessionOutcome(stop=stop, error=why, usage=metered.meter.usage() or Usage.unknown(),
+                                  turns=metered.meter.turns or 1, duration_ms=elapsed())
         except subprocess.TimeoutExpired:
             _stop(proc)
             return SessionOutcome(stop="error", error=f"the agent command timed out after {self.timeout_s:g}s "
@@ -296,24 +258,26 @@ class CommandBackend:
         for thread in threads:
             thread.join(timeout=5)
         outcome = SessionOutcome(stop="end_turn", turns=1, duration_ms=elapsed())
-        reported = parse_usage(out.text())
-        if reported is not None:
-            outcome.usage, outcome.turns = reported
+        usage, turns = metered.meter.usage(), metered.meter.turns
+        if usage is None:  # one JSON value over many lines (gemini's json), read whole
+            usage, turns = read_usage_and_turns(self.usage_kind, out.text())
+        outcome.usage, outcome.turns = usage or Usage.unknown(), turns or 1
         if code != 0:
             self._failed(outcome, code, "".join(err_tail).strip(), exited_ms / 1000)
         return outcome
 
-    def _wait(self, proc: subprocess.Popen) -> int:
-        """The agent's exit code; TimeoutExpired after `timeout_s`; KeyboardInterrupt on `cancel`."""
-        if self.cancel is None:
-            return proc.wait(timeout=self.timeout_s)
+    def _wait(self, proc: subprocess.Popen, passed: threading.Event) -> int:
+        """The agent's exit code; TimeoutExpired after `timeout_s`; KeyboardInterrupt on `cancel`;
+        _BudgetPassed when its usage passed its budget (`passed`)."""
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
         while True:
             try:
-                return proc.wait(timeout=0.2)
+                return proc.wait(timeout=0.1)
             except subprocess.TimeoutExpired:
-                if self.cancel.is_set():
+                if self.cancel is not None and self.cancel.is_set():
                     raise KeyboardInterrupt from None
+                if passed.is_set():
+                    raise _BudgetPassed from None
                 if deadline is not None and time.monotonic() > deadline:
                     raise
 

@@ -1,0 +1,233 @@
+"""Agent CLI presets: how specflux runs a known coding-agent CLI headless, for every role of a run.
+
+`--agent claude` (or codex, gemini, ...) names a `Preset`; `--agent command --cmd "..."` is the
+same machinery with a command line of the user's own, and `[agents.NAME]` in
+`.specflux/config.toml` adds presets of the user's own (`from_config`). A preset says:
+
+- `program`, `install`: the executable looked up on PATH, and the one line telling a user who
+  has not got it how to install it (a missing CLI is that line and exit 1, before anything runs);
+- `command`: the headless invocation, a shell command line (`program` first) in which the
+  placeholders `{prompt}`, `{prompt_file}` and `{model}` are replaced by shell-quoted values;
+- `roles`: more of the command line for a role (`coder`, `reviewer`, `planner`): typically the
+  tools the CLI may use (a reviewer and a planner read and run `specflux submit-review` /
+  `submit-tasks`; a coder also edits);
+- `model`: the part of the command line naming a model (`--model {model}`), used only when the
+  user named one (`--model`); otherwise the CLI's own default model;
+- `handover`: where the session's instructions and task context go: `stdin`, `arg` (one
+  argument: `{prompt}` where the command says, else at the end; a context too long for one
+  argument becomes a short prompt pointing at the file) or `file` (`{prompt_file}`, else the path
+  at the end). The file is written in every case; SPECFLUX_PROMPT_FILE names it;
+- `usage`: the name of the reader of what the CLI prints (tokens, turns, its result), a kind of
+  `specflux.agent.usage_readers`; "auto" tries each;
+- `env`: environment the CLI needs (switching off telemetry and self-updates, say);
+- `home`: files and folders under HOME the CLI reads its login and settings from. A sandboxed
+  agent CLI runs with HOME a private temporary folder (its writes stay there), into which these
+  are copied first;
+- `verified`: the version of the real CLI the tests ran it against ("" when none did).
+
+The session ends when the CLI exits: a headless CLI stops when its model ends its turn.
+
+To add a preset: add a `Preset(...)` to `PRESETS` below (its name is then an `--agent` choice
+everywhere: `run`, `plan`, `flow start`); check it against the real CLI in `tests/agent/` (a
+scripted model server the CLI talks to, as `tests/agent/test_claude_code.py` does for Claude
+Code), and add its row to the README's table of presets.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Literal, Mapping
+
+Handover = Literal["stdin", "arg", "file"]
+HANDOVERS: tuple[str, ...] = ("stdin", "arg", "file")
+ROLES: tuple[str, ...] = ("coder", "reviewer", "planner")
+BACKENDS: tuple[str, ...] = ("anthropic", "command", "replay")  # the --agent names that are no preset
+
+# Linux refuses one argument longer than 128 KiB (MAX_ARG_STRLEN); stay well below it.
+ARG_LIMIT = 100_000
+
+# Words that make the shell, not a program, the first thing to run: too shell-ish to judge.
+_SHELL_WORDS = frozenset(
+    "! [[ ]] { } case coproc do done elif else esac fi for function if in select then time until while "
+    ". : [ alias bg break builtin cd command continue declare eval exec exit export false fg getopts hash "
+    "jobs kill let local printf pwd read readonly return set shift source test times trap true type "
+    "typeset ulimit umask unalias unset wait".split()
+)
+_SHELL_META = re.compile(r"[$`;&|<>(){}*?\[\]#\\]")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How one agent CLI runs headless (see the module's docstring)."""
+
+    name: str
+    program: str
+    command: str
+    install: str = ""
+    roles: Mapping[str, str] = field(default_factory=dict)
+    model: str = ""
+    handover: Handover = "stdin"
+    usage: str = "auto"
+    env: Mapping[str, str] = field(default_factory=dict)
+    home: tuple[str, ...] = ()
+    verified: str = ""
+
+    def command_line(self, role: str, prompt: str, prompt_file: str, model: str | None = None) -> str:
+        """The shell command line running this CLI for `role`, its context handed over as the
+        preset says (`prompt` is the whole of it, already written to `prompt_file`)."""
+        line = " ".join(part for part in (self.command, self.roles.get(role, ""),
+                                          self.model if model and self.model else "") if part)
+        values = {"{model}": model or "", "{prompt_file}": prompt_file}
+        if self.handover == "arg":
+            values["{prompt}"] = prompt if len(prompt.encode()) <= ARG_LIMIT else pointer(prompt_file, prompt)
+            if "{prompt}" not in line:
+                line += " {prompt}"
+        elif self.handover == "file" and "{prompt_file}" not in line:
+            line += " {prompt_file}"
+        return substitute(line, values)
+
+    def stdin(self, prompt: str) -> bytes:
+        """What the CLI reads on standard input: the context, or nothing (it is elsewhere)."""
+        return prompt.encode() if self.handover == "stdin" else b""
+
+    def missing(self, path_var: str | None = None) -> str | None:
+        """The one line saying what to install, when `program` is not on PATH; else None."""
+        import shutil
+
+        if "/" in self.program or shutil.which(self.program, path=path_var) is not None:
+            return None
+        how = f": {self.install}" if self.install else ""
+        return f"--agent {self.name} needs the `{self.program}` command, which is not on PATH; install it{how}"
+
+
+def pointer(prompt_file: str, prompt: str) -> str:
+    """The prompt argument standing for a context too long to be one argument."""
+    return (f"Your instructions and the task context are in the file {prompt_file} "
+            f"({len(prompt.encode())} bytes, too long for an argument). Read all of it first, then follow it.")
+
+
+def substitute(line: str, values: Mapping[str, str]) -> str:
+    """`line` with each placeholder replaced by its value, shell-quoted (only the placeholders
+    named: other braces, such as JSON in a command line, stay as written)."""
+    for placeholder, value in values.items():
+        line = line.replace(placeholder, shlex.quote(value))
+    return line
+
+
+# --------------------------------------------------------------------- the built-in presets
+
+_CLAUDE_READ = "Read,Glob,Grep,Bash"
+_CLAUDE_ENV = {
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no telemetry, error reports or update checks
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+}
+
+CLAUDE = Preset(
+    name="claude",
+    program="claude",
+    install="npm install -g @anthropic-ai/claude-code (https://docs.anthropic.com/en/docs/claude-code)",
+    # -p: headless, the prompt on stdin; stream-json (which needs --verbose with -p) prints each
+    # message as it comes and the result with its usage last. acceptEdits and --allowedTools: the
+    # tools the role may use run without asking (bypassPermissions is refused to root).
+    command="claude -p --output-format stream-json --verbose --permission-mode acceptEdits --strict-mcp-config",
+    roles={
+        "coder": "--tools Read,Glob,Grep,Bash,Edit,Write --allowedTools Read,Glob,Grep,Bash,Edit,Write",
+        "reviewer": f"--tools {_CLAUDE_READ} --allowedTools {_CLAUDE_READ}",
+        "planner": f"--tools {_CLAUDE_READ} --allowedTools {_CLAUDE_READ}",
+    },
+    model="--model {model}",
+    handover="stdin",
+    usage="claude",
+    env=_CLAUDE_ENV,
+    home=(".claude.json", ".claude/.credentials.json", ".claude/settings.json"),
+    verified="2.1.332",
+)
+
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in (CLAUDE,)}
+
+
+# --------------------------------------------------------------------- choosing one
+
+
+def names() -> list[str]:
+    """Every built-in --agent name: the backends, then the presets."""
+    return [*BACKENDS, *PRESETS]
+
+
+def is_command_agent(kind: str) -> bool:
+    """Whether `--agent kind` runs an agent CLI (a preset, a user's own, or `command`)."""
+    return kind not in ("anthropic", "replay")
+
+
+def resolve(kind: str, cmd: str | None = None, agents: Mapping[str, object] | None = None) -> Preset:
+    """The preset `--agent kind` names: a built-in, one of `[agents.NAME]` in config.toml
+    (`agents`, as store.config reads them: a user's own wins over a built-in of the same name),
+    or for `command` the user's `cmd`. UsageError for anything else."""
+    from specflux.base.errors import UsageError
+
+    if kind == "command":
+        if not cmd:
+            raise UsageError('--agent command needs --cmd "the agent command line"')
+        return command_preset(cmd)
+    if cmd:
+        raise UsageError(f"--cmd is for --agent command; --agent {kind} has its own command line "
+                         f"(add your own as [agents.NAME] in .specflux/config.toml)")
+    own = (agents or {}).get(kind)
+    if own is not None:
+        return from_config(kind, own)
+    if kind in PRESETS:
+        return PRESETS[kind]
+    known = [*names(), *sorted(agents or {})]
+    raise UsageError(f"unknown agent {kind!r}; choose one of {', '.join(dict.fromkeys(known))}, "
+                     "or add [agents." + kind + "] to .specflux/config.toml")
+
+
+def command_preset(cmd: str) -> Preset:
+    """`--agent command --cmd CMD`: the context on stdin, usage read however the output says."""
+    found = program_of(cmd)
+    return Preset(name="command", program=found[0] if found else "", command=cmd)
+
+
+def from_config(name: str, entry: object) -> Preset:
+    """A preset from `[agents.NAME]` (a store.config.AgentEntry: command, context, usage,
+    install, model, roles, env)."""
+    command = getattr(entry, "command")
+    found = program_of(command)
+    return Preset(name=name, program=found[0] if found else "", command=command,
+                  install=getattr(entry, "install", ""), roles=dict(getattr(entry, "roles", {}) or {}),
+                  model=getattr(entry, "model", ""), handover=getattr(entry, "context", "stdin"),
+                  usage=getattr(entry, "usage", "auto"), env=dict(getattr(entry, "env", {}) or {}))
+
+
+def home_sources(preset: Preset, home: str | None = None) -> list[tuple[str, str]]:
+    """(path under the real HOME, the same path relative to HOME) for each of the preset's `home`
+    files that exists: what a private HOME gets a copy of."""
+    home = home or os.path.expanduser("~")
+    return [(os.path.join(home, rel), rel) for rel in preset.home if os.path.exists(os.path.join(home, rel))]
+
+
+def program_of(cmd: str) -> tuple[str, dict[str, str]] | None:
+    """The program a shell command line starts, with the variables it assigns first; None when
+    the line is too shell-ish to tell (a keyword or builtin, an expansion, a redirection first)."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:  # unbalanced quotes: let the shell say what it thinks
+        return None
+    assigned: dict[str, str] = {}
+    for word in words:
+        assignment = _ASSIGNMENT.fullmatch(word)
+        if assignment:
+            if _SHELL_META.search(word) or assignment.group(1) == "PATH":
+                return None
+            assigned[assignment.group(1)] = assignment.group(2)
+            continue
+        if word in _SHELL_WORDS or _SHELL_META.search(word):
+            return None
+        return os.path.expanduser(word), assigned
+    return None
