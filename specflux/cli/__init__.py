@@ -17,6 +17,7 @@ GROUPS = {
     "agent_commands": ("context", "run", "plan"),
     "import_commands": ("import",),
     "flow_commands": ("flow", "submit-review", "submit-tasks"),
+    "claims_commands": ("claims",),
     "surface_commands": ("mcp", "board", "demo"),
     "completion": ("completion",),
 }

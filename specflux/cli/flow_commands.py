@@ -83,14 +83,21 @@ def _finish(run, state) -> int:
 def _agents(args):
     from specflux.flow.steps.roles import Agents
 
-    if args.agent == "command" and not args.cmd:
-        raise UsageError('--agent command needs --cmd "the agent command line"')
-    return Agents(kind=args.agent, cmd=args.cmd, model=args.model)
+    if args.agent not in ("anthropic", "replay"):  # an agent CLI: said now if it is no agent at all
+        from specflux.agent.presets import resolve
+        from specflux.store.workspace import Workspace
+
+        resolve(args.agent, args.cmd, Workspace.find(args.root).config.agents)
+    return Agents(kind=args.agent, cmd=args.cmd, model=args.model, sandbox="off" if args.no_sandbox else None)
 
 
 def flow_start(args) -> int:
     from specflux.flow import runs
 
+    if args.remote:  # one worker of a queue shared through a git remote
+        from specflux.cli.claims_commands import work
+
+        return work(args, _agents(args), _say)
     manager = open_manager(args.root)
     agents = _agents(args)
     ids = list(args.ids)
@@ -110,8 +117,8 @@ def _plan_first(manager, args) -> list[str]:
 
     from specflux.flow.plan import run_planner
 
-    result = run_planner(manager, Path(args.prd), agent="command" if args.agent == "command" else "anthropic",
-                         cmd=args.cmd, model=args.model)
+    result = run_planner(manager, Path(args.prd), agent=args.agent, cmd=args.cmd, model=args.model,
+                         no_sandbox=args.no_sandbox)
     s = result.summary
     _say(f"planned {s['totalTasks']} task(s) from {result.prd} ({s['estimatedComplexity']}): "
          f"{', '.join(result.created)}")
@@ -149,6 +156,10 @@ def _control(action):
 
 
 def flow_status(args) -> int:
+    if args.remote:
+        from specflux.cli.claims_commands import queue_status
+
+        return queue_status(args)
     _, run = _run(args)
     state = run.public_state()
     if args.json:

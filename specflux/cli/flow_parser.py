@@ -42,6 +42,11 @@ examples:
     s.add_argument("--parallel", type=int, metavar="N", help="work on up to N tasks whose dependencies are complete "
                    "at once, each coder attempt in its own git worktree, merged back by the run (default: [flow] "
                    "parallel, 1)")
+    s.add_argument("--remote", metavar="NAME", help="work as one worker of a queue shared through this git remote: "
+                   "claim a ready task, run it, integrate it into the remote branch, repeat (with --all)")
+    s.add_argument("--worker", metavar="W", help="this worker's name in its claims (default: host:pid)")
+    s.add_argument("--lease", type=float, metavar="S", help="seconds a claim lasts unless renewed (default: "
+                   "[remote] lease_s, 60)")
 
     s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
     s.add_argument("--json", action="store_true", help="[{runId, status, tasksDone, tasksTotal, iterations, started, "
@@ -50,6 +55,8 @@ examples:
     s = fsub.add_parser("status", help="the run state (default: the latest run)")
     s.add_argument("run", nargs="?", metavar="RUN", help=_RUN_HELP)
     s.add_argument("--json", action="store_true", help="the whole run state as JSON (CONTRACT names)")
+    s.add_argument("--remote", metavar="NAME", help="the shared queue on this git remote instead: which worker holds "
+                   "which task, and the metrics of every worker's runs")
 
     for name, text in (("pause", "pause after the current step"), ("stop", "end the run now")):
         s = fsub.add_parser(name, help=text)

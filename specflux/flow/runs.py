@@ -20,10 +20,11 @@ CONTROLS = ("pause", "resume", "stop", "approve", "reject")
 def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everything: bool = False,
           workflow: str = "queue", agents: Agents | None = None, max_iterations: int | None = None,
           token_budget: int | None = None, parallel: int | None = None,
-          say: Callable[[str], None] = lambda line: None) -> Run:
+          say: Callable[[str], None] = lambda line: None, run_id: str | None = None) -> Run:
     """Create a run over `task_ids` (or every task not complete), in dependency order. The
     workflow is loaded and checked first: a broken one stops here, before anything is written.
-    `parallel`: lanes (tasks worked on at once, each in its own worktree); default `[flow] parallel`."""
+    `parallel`: lanes (tasks worked on at once, each in its own worktree); default `[flow] parallel`.
+    `run_id`: the new run's id (a worker of a shared queue names it in its claim first)."""
     from specflux.store.chain import Graph
     from specflux.flow.workflow.limits import default_run_cap, task_step_limit
     from specflux.flow.workflow.workflow_file import load_workflow
@@ -83,7 +84,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
                                  "or waits on one")
             created["tasks"] = [t for t in created["tasks"] if t["id"] in chosen]
             created["maxIterations"] = max_iterations or cfg.max_iterations or default_run_cap(len(chosen), per_task)
-        run = Run.create(manager.ws, created)
+        run = Run.create(manager.ws, created, run_id)
         holds.claim(run.id, chosen)
     return run
 

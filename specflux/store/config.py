@@ -62,12 +62,23 @@ class FlowConfig:
 
 
 @dataclass(frozen=True)
+class RemoteConfig:
+    """`[remote]`: workers sharing one queue through a git remote (`flow start --remote`)."""
+
+    lease_s: float = 60  # a claim's lease; renewed every third of it while the agent works
+    skew_s: float = 5  # how far machines' clocks may disagree: a lease is stale this long after it ends
+    poll_s: float = 1  # how often a worker with nothing ready looks again while others hold claims
+    give_up_s: float = 3600  # how long a worker waits for an unreachable remote before it gives up
+
+
+@dataclass(frozen=True)
 class Config:
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     commit: bool = True
     validate: "ValidateConfig | None" = None  # the test command of workflow runs; None: none set
     flow: FlowConfig = field(default_factory=FlowConfig)
+    remote: RemoteConfig = field(default_factory=RemoteConfig)
 
 
 def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
@@ -117,7 +128,7 @@ def load_config(path: Path) -> Config:
     except tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None)
         raise ParseError(f"config is not valid TOML: {e}", path, line) from None
-    unknown = set(data) - {"archive", "agent", "git", "validate", "flow"}
+    unknown = set(data) - {"archive", "agent", "git", "validate", "flow", "remote"}
     if unknown:
         raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
     git = data.get("git", {})
@@ -127,6 +138,7 @@ def load_config(path: Path) -> Config:
         commit=bool(git.get("commit", True)),
         validate=_validate_section(data.get("validate"), path, text),
         flow=_section(FlowConfig, data.get("flow", {}), path, "flow", text),
+        remote=_section(RemoteConfig, data.get("remote", {}), path, "remote", text),
     )
 
 

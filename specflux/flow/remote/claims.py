@@ -1,0 +1,153 @@
+"""Claims: who works on which task, as refs on the shared remote.
+
+A claim is `refs/specflux/claims/<task-id>` on the remote, pointing at a commit with no parent and the
+empty tree whose message is one line of JSON: `{"worker", "run", "task", "claimedAt", "leaseUntil"}`
+(ISO 8601, UTC). Every change to a claim is one push that names what the ref must be before it:
+
+- create: `--force-with-lease=REF:` (the ref must not exist): of workers racing for a task, the
+  remote's ref transaction lets exactly one through;
+- renew and take over: `--force-with-lease=REF:OLD` (compare and swap on the claim as it was seen);
+- release: a deletion with the same lease (or without one, by hand: `specflux claims release`).
+
+Stale: a claim whose `leaseUntil` plus `skew_s` is past by this machine's clock, or (a clock that
+cannot be trusted) one this process has seen unchanged for `lease_s` plus `skew_s` by its own
+monotonic clock. The assumption, written down: machines' clocks agree within `skew_s` (NTP does far
+better); the second rule needs no clock agreement at all, only that a live holder renews (a new
+commit, so a new sha) more often than its lease.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from specflux.flow.remote.transport import CLAIMS, IDENTITY, Remote
+
+
+@dataclass(frozen=True)
+class Claim:
+    task: str
+    sha: str
+    worker: str
+    run: str
+    claimed_at: str
+    lease_until: str
+
+    def seconds_left(self, now: float | None = None) -> float:
+        return _epoch(self.lease_until) - (time.time() if now is None else now)
+
+    def as_json(self, skew_s: float = 0.0, now: float | None = None) -> dict[str, Any]:
+        left = self.seconds_left(now)
+        return {"task": self.task, "worker": self.worker, "run": self.run, "claimedAt": self.claimed_at,
+                "leaseUntil": self.lease_until, "leaseLeftS": round(left, 1), "stale": left + skew_s < 0,
+                "ref": CLAIMS + self.task, "sha": self.sha}
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+
+
+def _epoch(text: str) -> float:
+    for shape in ("%Y-%m-%dT%H:%M:%S.%fZ", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            return datetime.strptime(text, shape).replace(tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            continue
+    return 0.0  # a claim whose lease cannot be read has none left
+
+
+class Claims:
+    """The claims of the queue on `remote`."""
+
+    def __init__(self, remote: Remote, lease_s: float = 60.0, skew_s: float = 5.0):
+        self.remote, self.lease_s, self.skew_s = remote, lease_s, skew_s
+        self._seen: dict[str, tuple[str, float]] = {}  # task -> (sha, monotonic time first seen)
+        self._empty_tree: str | None = None
+
+    @staticmethod
+    def ref(task_id: str) -> str:
+        return CLAIMS + task_id
+
+    # ------------------------------------------------------------------ reading
+
+    def fetched(self) -> dict[str, Claim]:
+        """{task: Claim} as the last `Remote.fetch` saw them."""
+        prefix = self.remote.seen_claims
+        done = self.remote.git("for-each-ref", "--format=%(objectname)%00%(refname)%00%(contents:subject)", prefix)
+        found = {}
+        for line in done.stdout.splitlines():
+            sha, ref, subject = (line.split("\0") + ["", ""])[:3]
+            task = ref[len(prefix):]
+            found[task] = parse_claim(task, sha, subject)
+        now = time.monotonic()
+        self._seen = {t: (c.sha, self._seen[t][1] if t in self._seen and self._seen[t][0] == c.sha else now)
+                      for t, c in found.items()}
+        return found
+
+    def read(self) -> dict[str, Claim]:
+        """{task: Claim} on the remote now (fetches first)."""
+        self.remote.fetch()
+        return self.fetched()
+
+    def stale(self, claim: Claim) -> bool:
+        """Whether `claim` may be taken over (see the module's note on clocks)."""
+        if claim.seconds_left() + self.skew_s < 0:
+            return True
+        sha, since = self._seen.get(claim.task, (None, 0.0))
+        return sha == claim.sha and time.monotonic() - since > self.lease_s + self.skew_s
+
+    # ------------------------------------------------------------------ changing
+
+    def _commit(self, task: str, worker: str, run: str, claimed_at: str | None = None) -> str:
+        if self._empty_tree is None:
+            self._empty_tree = self.remote.git("mktree", input=b"").stdout.strip()
+        now = time.time()
+        body = json.dumps({"worker": worker, "run": run, "task": task, "claimedAt": claimed_at or iso(now),
+                           "leaseUntil": iso(now + self.lease_s)}, sort_keys=True)
+        done = self.remote.git("commit-tree", self._empty_tree, "-m", body, env=IDENTITY)
+        if done.returncode:
+            from specflux.base.errors import GitError
+
+            raise GitError(f"git commit-tree failed: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def create(self, task: str, worker: str, run: str) -> Claim | None:
+        """Claim `task`: the Claim when this push created the ref, None when it existed already."""
+        sha = self._commit(task, worker, run)
+        ref = self.ref(task)
+        pushed = self.remote.push(f"--force-with-lease={ref}:", f"{sha}:{ref}")
+        return self._mine(task, sha) if pushed.ok else None
+
+    def swap(self, old: Claim, worker: str, run: str, *, patient: bool = True) -> Claim | None:
+        """Replace `old` with a new claim of `worker` (a renewal when it is the worker's own, a
+        takeover when not): the new Claim, or None when the ref is no longer `old`."""
+        sha = self._commit(old.task, worker, run, old.claimed_at if old.worker == worker and old.run == run else None)
+        ref = self.ref(old.task)
+        pushed = self.remote.push(f"--force-with-lease={ref}:{old.sha}", f"{sha}:{ref}", patient=patient)
+        return self._mine(old.task, sha) if pushed.ok else None
+
+    def release(self, task: str, expected: str | None = None) -> bool:
+        """Delete the claim on `task` (only if it is still `expected`, when given); True when deleted."""
+        ref = self.ref(task)
+        lease = [f"--force-with-lease={ref}:{expected}"] if expected else []
+        return self.remote.push(*lease, f":{ref}").ok
+
+    def _mine(self, task: str, sha: str) -> Claim:
+        subject = self.remote.git("log", "-1", "--format=%s", sha).stdout.strip()
+        self._seen.pop(task, None)
+        return parse_claim(task, sha, subject)
+
+
+def parse_claim(task: str, sha: str, subject: str) -> Claim:
+    try:
+        data = json.loads(subject)
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    return Claim(task=task, sha=sha, worker=str(data.get("worker", "?")), run=str(data.get("run", "?")),
+                 claimed_at=str(data.get("claimedAt", "1970-01-01T00:00:00Z")),
+                 lease_until=str(data.get("leaseUntil", "1970-01-01T00:00:00Z")))

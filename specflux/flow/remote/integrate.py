@@ -1,0 +1,97 @@
+"""Integration: a finished task's commits into the remote branch, exactly once.
+
+The worker's branch is merged with the remote branch as it is now (task files through the
+task-file merge driver, `specflux merge-driver`), then one atomic push does two things or neither:
+moves the remote branch forward (a fast-forward of what was fetched) and deletes the worker's claim,
+named with its sha as the lease. So a worker that lost its claim cannot integrate (its push is
+refused and it drops its result, saying so), a task is completed on the remote once, and a worker
+whose machine disappears mid-push leaves the remote before or after, never half.
+
+A push refused because the branch moved is fetched, merged and tried again after a backoff with
+jitter. A real conflict (code, or a task file the driver could not merge) is never forced: the
+merge is aborted, the work pushed to `specflux/conflict/<task-id>`, and the caller marks the task
+`blocked` on the remote with a note saying where the work is.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from specflux.flow.remote.lease import Lease
+from specflux.flow.remote.transport import Remote, backoff
+from specflux.vcs.merge_driver import DRIVER_NAME, driver_command
+
+CONFLICTS = "refs/heads/specflux/conflict/"
+
+
+@dataclass
+class Integrated:
+    outcome: Literal["pushed", "lost", "conflict"]
+    detail: str = ""
+    tries: int = 0
+    conflicts: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def ensure_driver(root: Path) -> None:
+    """The task-file merge driver in this clone's git config (the attribute travels with the
+    repository; the driver is config, which no clone carries)."""
+    from specflux.vcs.process import run_git
+
+    for key, value in (("merge.specflux.name", DRIVER_NAME), ("merge.specflux.driver", driver_command())):
+        if run_git(("config", "--local", "--get", key), root).returncode:
+            run_git(("config", "--local", key, value), root)
+
+
+def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], None] = lambda line: None,
+              sleep: Callable[[float], None] = time.sleep) -> Integrated:
+    """Merge HEAD with the remote branch and push it, deleting the claim in the same push."""
+    began = time.monotonic()
+    ref = lease.claims.ref(task)
+    tries = 0
+    while True:
+        tries += 1
+        remote.fetch()
+        tip = remote.rev(remote.tracking)
+        if tip and remote.git("merge-base", "--is-ancestor", tip, "HEAD").returncode:
+            conflicts = merge(remote, f"Merge {remote.name}/{remote.branch} into task {task}'s work")
+            if conflicts:
+                return Integrated("conflict", f"merge conflict with {remote.name}/{remote.branch} in "
+                                  f"{', '.join(conflicts)}", tries, conflicts, time.monotonic() - began)
+        with lease.held() as claim:
+            if lease.lost:
+                return Integrated("lost", lease.lost, tries, seconds=time.monotonic() - began)
+            pushed = remote.push("--atomic", f"--force-with-lease={ref}:{claim.sha}",
+                                 f"HEAD:refs/heads/{remote.branch}", f":{ref}")
+            if pushed.ok:
+                lease.stop_renewing()
+                return Integrated("pushed", "", tries, seconds=time.monotonic() - began)
+            holder = remote.remote_ref(ref)
+            if holder != claim.sha:
+                lease.stop_renewing()
+                why = "its claim was released" if holder is None else "its claim was taken over"
+                return Integrated("lost", why, tries, seconds=time.monotonic() - began)
+        wait = backoff(tries, base=0.1, cap=5.0)
+        say(f"task {task}: the remote branch moved while pushing; merging again in {wait:.1f} s (try {tries + 1})")
+        sleep(wait)
+
+
+def merge(remote: Remote, message: str) -> list[str]:
+    """Merge the fetched remote branch into HEAD; the paths that conflict ([] when clean: merged, or
+    nothing to merge). A conflicted merge is aborted: nothing is left half-merged."""
+    done = remote.git("merge", "-q", "--no-ff", "--no-edit", "-m", message, remote.tracking)
+    if done.returncode == 0:
+        return []
+    listed = remote.git("diff", "--name-only", "--diff-filter=U").stdout.split()
+    remote.git("merge", "--abort")
+    return listed or ["(the merge failed: " + ((done.stderr or done.stdout).strip() or "no reason given") + ")"]
+
+
+def keep_conflicted(remote: Remote, task: str) -> str:
+    """Push HEAD (the task's work) to `specflux/conflict/<task>` on the remote; the branch's name."""
+    branch = CONFLICTS + task
+    remote.push(f"+HEAD:{branch}")
+    return branch[len("refs/heads/"):]

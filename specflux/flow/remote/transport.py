@@ -1,0 +1,138 @@
+"""Talking to the remote: fetch and push through the git CLI, telling a refusal (the remote said
+no: a ref moved, a lease did not match) from an unreachable remote (no answer at all), and waiting
+between tries with capped exponential backoff and jitter.
+
+A refusal is an answer, to be acted on at once; an unreachable remote is waited out: the caller
+keeps its work where it is and tries again, until `give_up_s` has gone by.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from specflux.base.errors import GitError
+from specflux.vcs.process import run_git
+
+CLAIMS = "refs/specflux/claims/"
+_REFUSED = ("[rejected]", "[remote rejected]", "stale info", "non-fast-forward", "fetch first", "atomic push failed",
+            "already exists")
+# The identity of the claim commits a worker makes: they are markers, not anyone's work.
+IDENTITY = {"GIT_AUTHOR_NAME": "specflux", "GIT_AUTHOR_EMAIL": "specflux@localhost",
+            "GIT_COMMITTER_NAME": "specflux", "GIT_COMMITTER_EMAIL": "specflux@localhost"}
+
+
+class Unreachable(GitError):
+    """The remote did not answer (and went on not answering until the caller gave up)."""
+
+
+@dataclass(frozen=True)
+class Pushed:
+    ok: bool
+    text: str  # git's porcelain report, or its error
+
+    @property
+    def refused(self) -> bool:
+        return not self.ok
+
+
+def backoff(attempt: int, base: float = 0.2, cap: float = 10.0) -> float:
+    """Seconds to wait before try `attempt` (1-based): doubling from `base`, capped, with full
+    jitter (a random point between half and all of it), so that workers refused together do not
+    come back together."""
+    top = min(cap, base * (2 ** max(0, attempt - 1)))
+    return random.uniform(top / 2, top)
+
+
+class Remote:
+    """The remote `name` as seen from the clone at `root`, whose branch `branch` is the queue's."""
+
+    def __init__(self, root: Path, name: str, branch: str, *, give_up_s: float = 3600.0,
+                 say: Callable[[str], None] = lambda line: None, sleep: Callable[[float], None] = time.sleep):
+        self.root, self.name, self.branch = root, name, branch
+        self.give_up_s, self.say, self.sleep = give_up_s, say, sleep
+        self.waiting_since: float | None = None  # when the remote stopped answering, while it does not
+
+    @property
+    def tracking(self) -> str:
+        """The local ref that follows the remote branch."""
+        return f"refs/remotes/{self.name}/{self.branch}"
+
+    @property
+    def seen_claims(self) -> str:
+        """Where the claims last fetched are kept locally."""
+        return f"refs/specflux/seen/{self.name}/claims/"
+
+    def git(self, *args: str, input: bytes | None = None, env: dict | None = None):
+        return run_git(args, self.root, env=env, input=input)
+
+    def _patiently(self, what: str, attempt_once: Callable[[], tuple[bool, str]]) -> str:
+        """Run `attempt_once` (-> answered, text) until the remote answers; back off meanwhile."""
+        began, attempt = time.monotonic(), 0
+        while True:
+            answered, text = attempt_once()
+            if answered:
+                if self.waiting_since is not None:
+                    self.say(f"the remote {self.name} answers again")
+                self.waiting_since = None
+                return text
+            attempt += 1
+            if self.waiting_since is None:
+                self.waiting_since = time.time()
+                self.say(f"waiting for the remote {self.name} ({what}: {_last_line(text)}); work is kept locally")
+            if time.monotonic() - began > self.give_up_s:
+                raise Unreachable(f"the remote {self.name} did not answer for {self.give_up_s:g} s ({what}): "
+                                  f"{_last_line(text)}")
+            self.sleep(backoff(attempt, base=0.5, cap=10.0))
+
+    def fetch(self) -> None:
+        """The queue's branch and every claim, as the remote has them now (claims it no longer has
+        are pruned). Waits while the remote is unreachable."""
+        def once():
+            done = self.git("fetch", "-q", "--prune", "--no-tags", self.name,
+                            f"+refs/heads/{self.branch}:{self.tracking}", f"+{CLAIMS}*:{self.seen_claims}*")
+            return done.returncode == 0, done.stderr
+        self._patiently("fetch", once)
+
+    def push(self, *args: str, patient: bool = True) -> Pushed:
+        """`git push --porcelain ARGS`: Pushed(ok) when every ref went through, Pushed(refused) when the
+        remote said no to one; an unreachable remote is waited for (or, not `patient`, raised)."""
+        def once():
+            done = self.git("push", "--porcelain", self.name, *args)
+            text = done.stdout + done.stderr
+            if done.returncode == 0:
+                return True, "ok\n" + text
+            if any(mark in text for mark in _REFUSED):
+                return True, "refused\n" + text
+            return False, text
+        if patient:
+            text = self._patiently("push", once)
+        else:
+            answered, text = once()
+            if not answered:
+                raise Unreachable(f"the remote {self.name} did not answer (push): {_last_line(text)}")
+        status, _, rest = text.partition("\n")
+        return Pushed(status == "ok", rest)
+
+    def remote_ref(self, ref: str) -> str | None:
+        """What `ref` is on the remote right now (ls-remote), None when it does not exist."""
+        def once():
+            done = self.git("ls-remote", self.name, ref)
+            return done.returncode == 0, done.stdout
+        for line in self._patiently("ls-remote", once).splitlines():
+            sha, _, name = line.partition("\t")
+            if name == ref:
+                return sha
+        return None
+
+    def rev(self, ref: str) -> str | None:
+        done = self.git("rev-parse", "--verify", "-q", ref)
+        return done.stdout.strip() or None
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no answer"

@@ -1,0 +1,232 @@
+"""A worker of a shared queue: this clone, one of many, taking tasks from a git remote.
+
+Round and round: fetch; read the queue as the remote branch has it; take the first ready task (its
+dependencies complete on the remote, in the queue's order) that no one claims, else one whose claim
+is stale (a takeover); only with the claim made, check once more that the task is still to do,
+then run it (the run engine of `flow start`, on a local branch `specflux/work/<task>` started
+from the remote branch) while the lease is renewed; and integrate the result. When nothing is
+ready and nobody holds a claim that could make something ready, the worker stops.
+
+What a worker leaves when it cannot integrate stays on a local branch: `specflux/dropped/<task>/<run>`
+when its claim was lost, `specflux/work/<task>` when the run did not finish.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from specflux.base.errors import UsageError
+from specflux.flow.remote.claims import Claim, Claims
+from specflux.flow.remote.integrate import Integrated, ensure_driver, integrate, keep_conflicted
+from specflux.flow.remote.lease import Lease
+from specflux.flow.remote.transport import Remote
+
+if TYPE_CHECKING:
+    from specflux.flow.steps.roles import Agents
+    from specflux.store.manager import TaskStateManager
+
+WORKABLE = ("pending", "in_progress", "review")  # what the remote may still need done
+
+
+@dataclass
+class Options:
+    remote: str = "origin"
+    worker: str = ""
+    lease_s: float = 60.0
+    skew_s: float = 5.0
+    poll_s: float = 1.0
+    give_up_s: float = 3600.0
+    workflow: str = "queue"
+    max_iterations: int | None = None
+    token_budget: int | None = None
+
+
+@dataclass
+class Report:
+    worker: str
+    integrated: dict[str, str] = field(default_factory=dict)  # task -> its status on the remote
+    lost: dict[str, str] = field(default_factory=dict)  # task -> why its result was dropped
+    conflicts: dict[str, str] = field(default_factory=dict)  # task -> the branch its work is on
+    unfinished: dict[str, str] = field(default_factory=dict)  # task -> the run's status
+    runs: list[str] = field(default_factory=list)
+    timings: dict[str, list[float]] = field(default_factory=lambda: {"claim": [], "renew": [], "integrate": []})
+
+    def as_json(self) -> dict[str, Any]:
+        return {"worker": self.worker, "integrated": self.integrated, "lost": self.lost, "conflicts": self.conflicts,
+                "unfinished": self.unfinished, "runs": self.runs, "timings": self.timings}
+
+
+def new_run_id() -> str:
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+class Worker:
+    def __init__(self, root: Path, options: Options, agents: "Agents", *,
+                 open_manager: Callable[[], "TaskStateManager"], say: Callable[[str], None] = lambda line: None):
+        from specflux.flow.lanes.worktrees import current_branch
+
+        self.root, self.options, self.agents, self.open_manager, self.say = root, options, agents, open_manager, say
+        branch = current_branch(root)
+        if not branch:
+            raise UsageError("a worker works from a branch: check out the queue's branch (not a detached HEAD)")
+        self.home = branch
+        self.remote = Remote(root, options.remote, branch, give_up_s=options.give_up_s, say=say)
+        if self.remote.git("remote", "get-url", options.remote).returncode:
+            raise UsageError(f"no git remote {options.remote!r} here (see `git remote -v`)")
+        self.claims = Claims(self.remote, options.lease_s, options.skew_s)
+        self.report = Report(options.worker)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> Report:
+        dirty = self.remote.git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+        if dirty:
+            raise UsageError("a worker needs a clean tree (it checks out what the remote has): commit or put away "
+                             f"{', '.join(line[3:] for line in dirty.splitlines()[:5])}")
+        ensure_driver(self.root)
+        try:
+            while True:
+                self.remote.fetch()
+                self._checkout_tip()
+                claims = self.claims.fetched()
+                ready = self._ready()
+                free = [t for t in ready if t not in claims]
+                stale = [t for t in ready if t in claims and self.claims.stale(claims[t])]
+                if not free and not stale:
+                    if not any(t in claims for t in ready):
+                        break  # nothing to do, and nobody working on something that could unlock more
+                    time.sleep(self.options.poll_s * random.uniform(0.5, 1.5))
+                    continue
+                task = (free or stale)[0]
+                run_id = new_run_id()
+                began = time.monotonic()
+                if task in free:
+                    claim = self.claims.create(task, self.options.worker, run_id)
+                else:
+                    old = claims[task]
+                    self.say(f"task {task}: the claim of {old.worker} (run {old.run}) is stale "
+                             f"(lease until {old.lease_until}); taking it over")
+                    claim = self.claims.swap(old, self.options.worker, run_id)
+                if claim is None:
+                    self.say(f"task {task}: another worker claimed it first")
+                    time.sleep(random.uniform(0, 0.2))
+                    continue
+                self.report.timings["claim"].append(time.monotonic() - began)
+                self.say(f"task {task}: claimed by {self.options.worker} (run {run_id}, lease {self.options.lease_s:g} s)")
+                self._work(task, claim, run_id)
+        finally:
+            self._go_home()
+        return self.report
+
+    def _checkout_tip(self) -> None:
+        done = self.remote.git("checkout", "-q", "--detach", self.remote.tracking)
+        if done.returncode:
+            raise UsageError(f"cannot check out {self.remote.name}/{self.remote.branch}: {done.stderr.strip()}")
+
+    def _ready(self) -> list[str]:
+        """Tasks still to do on the remote whose dependencies are complete there, in the queue's order."""
+        from specflux.store.chain import Graph
+
+        graph = Graph.load(self.open_manager())
+        return [t for t in graph.order() if graph.status[t] in WORKABLE
+                and all(graph.status.get(d) == "complete" for d in graph.deps[t])]
+
+    def _go_home(self) -> None:
+        """Back on the branch the worker started on, brought up to the remote where it can be."""
+        self.remote.git("checkout", "-q", self.home)
+        self.remote.git("merge", "-q", "--ff-only", self.remote.tracking)
+
+    # ------------------------------------------------------------------ one task
+
+    def _work(self, task: str, claim: Claim, run_id: str) -> None:
+        self.remote.fetch()  # claimed: is it still to do? (another worker may have integrated it just now)
+        self._checkout_tip()
+        if task not in self._ready():
+            self.claims.release(task, claim.sha)
+            self.say(f"task {task}: done on the remote already; claim released")
+            return
+        branch = f"specflux/work/{task}"
+        if self.remote.rev(f"refs/heads/{branch}"):  # a worker killed before it left this: kept, not overwritten
+            self.remote.git("branch", "-m", branch, f"specflux/kept/{task}/{time.strftime('%Y%m%d-%H%M%S')}")
+        self.remote.git("checkout", "-q", "-b", branch)
+        current: dict[str, Any] = {}
+
+        def on_lost(why: str) -> None:
+            run = current.get("run")
+            self.say(f"task {task}: {why}; stopping its run")
+            if run is not None:
+                from specflux.flow import runs
+
+                runs.control(run, "stop", note=f"lost the claim on task {task}: {why}")
+
+        with Lease(self.claims, claim, self.options.worker, run_id, on_lost=on_lost) as lease:
+            state = self._run(task, run_id, current)
+            renewals = lease.renewals
+            if lease.lost is None and state is not None and state["status"] in ("completed", "failed"):
+                result = integrate(self.remote, lease, task, say=self.say)
+            else:
+                result = None
+        self.report.runs.append(run_id)
+        if renewals:
+            self.report.timings["renew"].append(lease.renew_seconds / max(1, renewals))
+        if result is None and lease.lost is None:
+            status = state["status"] if state else "not started"
+            self.claims.release(task, lease.claim.sha)
+            self.report.unfinished[task] = status
+            self.say(f"task {task}: its run ended {status}; claim released, the work is kept on the local branch {branch}")
+            return
+        if result is None or result.outcome == "lost":
+            why = lease.lost or (result.detail if result else "its claim was lost")
+            kept = f"specflux/dropped/{task}/{run_id}"
+            self.remote.git("branch", "-m", branch, kept)
+            self.report.lost[task] = why
+            self.say(f"task {task}: {why}; its result is dropped, not integrated (kept on the local branch {kept})")
+            return
+        self.report.timings["integrate"].append(result.seconds)
+        if result.outcome == "conflict":
+            self._blocked(task, run_id, branch, result)
+            return
+        status = (state or {}).get("tasks", [{}])[0].get("status", "?")
+        self.report.integrated[task] = status
+        self._checkout_tip()
+        self.remote.git("branch", "-D", branch)
+        self.say(f"task {task}: {status}, integrated into {self.remote.name}/{self.remote.branch}"
+                 + (f" after {result.tries} tries" if result.tries > 1 else ""))
+
+    def _run(self, task: str, run_id: str, current: dict) -> dict[str, Any] | None:
+        from specflux.flow import runs
+
+        manager = self.open_manager()
+        o = self.options
+        run = runs.start(manager, [task], workflow=o.workflow, agents=self.agents, max_iterations=o.max_iterations,
+                         token_budget=o.token_budget, parallel=1, say=self.say, run_id=run_id)
+        current["run"] = run
+        return runs.drive(manager, run, self.agents, say=self.say)
+
+    def _blocked(self, task: str, run_id: str, branch: str, result: Integrated) -> None:
+        """A real conflict: the work onto `specflux/conflict/<task>`, the task `blocked` on the remote."""
+        kept = keep_conflicted(self.remote, task)
+        note = f"{result.detail}; the work is on the branch {kept}: merge it by hand, then set the task pending"
+        self.say(f"task {task}: {note}")
+        self.report.conflicts[task] = kept
+        self.remote.git("branch", "-m", branch, f"specflux/dropped/{task}/{run_id}")
+        for _ in range(3):  # the claim is still ours: mark the task blocked, integrated like any result
+            claim = self.claims.read().get(task)
+            self._checkout_tip()
+            if claim is None or claim.worker != self.options.worker:
+                self.say(f"task {task}: the claim is no longer ours; not marking it blocked")
+                return
+            self.remote.git("checkout", "-q", "-B", branch)
+            self.open_manager().set_status(task, "blocked", commit=True, reason=note,
+                                           trailers={"Specflux-Run": run_id})
+            with Lease(self.claims, claim, self.options.worker, run_id) as lease:
+                done = integrate(self.remote, lease, task, say=self.say)
+            self._checkout_tip()
+            self.remote.git("branch", "-D", branch)
+            if done.outcome != "conflict":
+                return

@@ -1,0 +1,36 @@
+"""Workers on separate clones sharing one queue through a git remote (CONTRACT section 8): each a
+process of its own running `flow start --all --remote origin` with the fake agent CLI, over a file
+path and over a real `git daemon` on loopback."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import git
+from remote_kit import (Daemon, claims_on, clone, coder, completions, env_for, log_of, make_origin, remote_status,
+                        specflux, worker)
+
+
+def test_two_workers_share_a_queue_each_task_done_once_and_dependents_wait_for_the_remote(tmp_path):
+    bare = make_origin(tmp_path, [("Apples", []), ("Pears", []), ("Index", ["1"]), ("Plums", [])])
+    env = env_for(tmp_path, {"coder:1": [coder("1", 1.0)], "coder:2": [coder("2", 1.0)], "coder:3": [coder("3")],
+                             "coder:4": [coder("4", 0.5)]})
+    a, b = clone(str(bare), tmp_path / "a"), clone(str(bare), tmp_path / "b")
+    procs = [worker(a, "wa", env), worker(b, "wb", env)]
+    codes = [p.wait(timeout=180) for p in procs]
+    assert codes == [0, 0], log_of(a, "wa") + log_of(b, "wb")
+    logs = log_of(a, "wa") + log_of(b, "wb")
+    for task in "1234":
+        assert remote_status(bare, task) == "complete", logs
+        assert completions(bare, task) == 1, (task, logs)
+        assert git(bare, "show", f"main:out/{task}.txt") == f"task {task}\n"
+    assert claims_on(bare) == []
+    claimed = {t: w for w in ("wa", "wb") for line in log_of(tmp_path / w[1], w).splitlines()
+               for t in "1234" if f"task {t}: claimed by {w}" in line}
+    assert set(claimed) == set("1234") and set(claimed.values()) == {"wa", "wb"}, logs
+    context = (tmp_path / "agent-state" / "coder-3-1.txt").read_text()
+    assert "out/1.txt written" in context  # task 1's chain output reached task 3 through the remote
+    status = json.loads(specflux(a, "flow", "status", "--remote", "origin", "--json").stdout)
+    assert status["claims"] == [] and all(status["tasks"][t] == "complete" for t in "1234")
+    assert status["metrics"]["tasksCompleted"] == 4 and status["metrics"]["totalAttempts"] == 4
+    assert len(status["runs"]) == 4
