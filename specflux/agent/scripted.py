@@ -97,17 +97,7 @@ class ScriptedServer:
 
     def respond(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], dict[str, Any]]:
         """The status, headers and JSON body answering the next request."""
-        with self._lock:
-            self.requests.append(body)
-            self.headers.append(headers)
-            n = len(self.requests)
-            if self.scripts is not None:
-                key = self.route(body)
-                script, i = self.scripts.get(key, []), self.served.get(key, 0)
-                self.served[key] = i + 1
-                turn = script[i] if i < len(script) else Fail(400, message=f"the script {key!r} has no more turns")
-            else:
-                turn = self.turns[n - 1] if n <= len(self.turns) else Fail(400, message="the script has no more turns")
+        n, turn = self.next_turn(body, headers)
         if isinstance(turn, Fail):
             extra = {"retry-after": f"{turn.retry_after:g}"} if turn.retry_after is not None else {}
             error = {"type": _ERROR_TYPES.get(turn.status, "api_error"), "message": turn.message}
@@ -119,6 +109,22 @@ class ScriptedServer:
         return 200, {}, {"id": f"msg_scripted_{n:03d}", "type": "message", "role": "assistant",
                          "model": body.get("model", "scripted"), "content": content, "stop_reason": stop,
                          "stop_sequence": None, "usage": turn.usage}
+
+    def next_turn(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Turn]:
+        """Record the request and pick the turn answering it, with the request's number (from 1).
+        The servers of other APIs (scripted_openai.py, scripted_gemini.py) share this."""
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            n = len(self.requests)
+            if self.scripts is not None:
+                key = self.route(body)
+                script, i = self.scripts.get(key, []), self.served.get(key, 0)
+                self.served[key] = i + 1
+                turn = script[i] if i < len(script) else Fail(400, message=f"the script {key!r} has no more turns")
+            else:
+                turn = self.turns[n - 1] if n <= len(self.turns) else Fail(400, message="the script has no more turns")
+        return n, turn
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
