@@ -1,0 +1,100 @@
+"""Claims as refs on the remote: of racing workers exactly one gets each task, every time, over a
+file path and over a real `git daemon`; leases renew and expire; a stale claim is taken over by
+compare and swap; `specflux claims` shows and releases them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import git
+from remote_kit import Daemon, clone, env_for, make_origin, specflux
+
+RACER = """
+import json, sys, time
+from pathlib import Path
+from specflux.flow.remote.claims import Claims
+from specflux.flow.remote.transport import Remote
+root, name, start, rounds, slot = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+claims = Claims(Remote(root, "origin", "main", give_up_s=30), lease_s=60)
+won = []
+for r in range(rounds):
+    time.sleep(max(0.0, start + r * slot - time.time()))
+    if claims.create(f"race-{r}", name, f"run-{name}") is not None:
+        won.append(r)
+print(json.dumps(won))
+"""
+
+RACERS = 8
+
+
+def _race(tmp_path: Path, url: str, rounds: int, slot: float) -> None:
+    clones = [clone(url, tmp_path / f"c{i}") for i in range(RACERS)]
+    for c in clones:  # each clone's first fetch and its empty tree, before the race
+        git(c, "fetch", "-q", "origin")
+    start = time.time() + 2.0
+    env = env_for(tmp_path, {})
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(c), f"w{i}", str(start), str(rounds), str(slot)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for i, c in enumerate(clones)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    won = {f"w{i}": json.loads(out) for i, (out, _) in enumerate(outs)}
+    for r in range(rounds):
+        winners = [w for w, rs in won.items() if r in rs]
+        assert len(winners) == 1, (r, winners)
+    refs = git(tmp_path / "origin.git", "for-each-ref", "--format=%(refname) %(contents:subject)", "refs/specflux/claims/")
+    assert len(refs.splitlines()) == rounds
+    for line in refs.splitlines():
+        ref, body = line.split(" ", 1)
+        claim = json.loads(body)
+        assert set(claim) >= {"worker", "run", "claimedAt", "leaseUntil"}
+        assert r"race-" in ref and int(ref.rsplit("-", 1)[1]) in won[claim["worker"]]
+
+
+def test_eight_workers_racing_for_a_task_one_gets_it_every_time_over_a_file_path(tmp_path):
+    make_origin(tmp_path, [("Only", [])])
+    _race(tmp_path, str(tmp_path / "origin.git"), rounds=12, slot=0.6)
+
+
+def test_eight_workers_racing_for_a_task_one_gets_it_every_time_over_git_daemon(tmp_path):
+    make_origin(tmp_path, [("Only", [])])
+    with Daemon(tmp_path) as daemon:
+        _race(tmp_path, daemon.url("origin.git"), rounds=12, slot=0.6)
+
+
+def test_renewal_takeover_by_compare_and_swap_and_the_claims_command(tmp_path):
+    from specflux.flow.remote.claims import Claims
+    from specflux.flow.remote.lease import Lease
+    from specflux.flow.remote.transport import Remote
+
+    make_origin(tmp_path, [("Only", [])])
+    a, b = clone(str(tmp_path / "origin.git"), tmp_path / "a"), clone(str(tmp_path / "origin.git"), tmp_path / "b")
+    ca = Claims(Remote(a, "origin", "main"), lease_s=1.5, skew_s=0.2)
+    cb = Claims(Remote(b, "origin", "main"), lease_s=1.5, skew_s=0.2)
+    mine = ca.create("1", "wa", "run-a")
+    assert mine is not None and cb.create("1", "wb", "run-b") is None
+    lost = []
+    with Lease(ca, mine, "wa", "run-a", on_lost=lost.append, every_s=0.3) as lease:
+        time.sleep(2.5)  # past the first lease: renewals keep it live
+        seen = cb.read()["1"]
+        assert not cb.stale(seen) and seen.worker == "wa" and lease.renewals >= 3
+        assert seen.claimed_at == mine.claimed_at and seen.lease_until > mine.lease_until
+    assert cb.swap(mine, "wb", "run-b") is None  # a swap on what the claim no longer is: refused
+    time.sleep(2.0)  # no renewals now: the lease runs out
+    old = cb.read()["1"]
+    assert cb.stale(old)
+    rows = json.loads(specflux(b, "claims", "--json").stdout)
+    assert [(r["task"], r["worker"], r["run"], r["stale"]) for r in rows] == [("1", "wa", "run-a", True)]
+    assert "stale" in specflux(b, "claims").stdout
+    taken = cb.swap(old, "wb", "run-b")
+    assert taken is not None and taken.worker == "wb"
+    with Lease(ca, old, "wa", "run-a", on_lost=lost.append, every_s=0.1) as late:  # the old holder comes back
+        time.sleep(1.0)
+    assert late.lost and "wb (run run-b)" in late.lost and lost == [late.lost]
+    assert specflux(b, "claims", "release", "1").stdout.startswith("released the claim of wb (run run-b) on task 1")
+    assert json.loads(specflux(a, "claims", "--json").stdout) == []
+    assert specflux(a, "claims", "release", "1", check=False).returncode != 0
