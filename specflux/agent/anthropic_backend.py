@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
+from specflux.agent.backend import TOKEN_FIELDS, SessionOutcome, SessionRequest, Usage
 from specflux.agent.recording import ClientTransport, Recorder, RecordingTransport, ReplayTransport
 from specflux.agent.tools import Toolbox
 from specflux.base.errors import AgentError
@@ -104,8 +104,8 @@ def _client(recorder: Recorder | None, api_key: str | None = None, base_url: str
     return make_client(RecordingTransport(inner, recorder), api_key=api_key, base_url=base_url)
 
 
-def _usage(api_usage: Any) -> Usage:
-    return Usage(**{name: getattr(api_usage, name, None) or 0 for name in Usage.__dataclass_fields__})
+def _usage(api_usage: Any, model: str | None = None) -> Usage:
+    return Usage(**{name: getattr(api_usage, name, None) or 0 for name in TOKEN_FIELDS}, model=model)
 
 
 def _param(block: Any) -> dict[str, Any]:
@@ -188,7 +188,7 @@ class AnthropicBackend:
                 return "error", _api_error(e)
             except anthropic.APIConnectionError as e:
                 return "error", f"could not reach the API at {client.base_url}: {e.__cause__ or e}"
-            outcome.usage.add(_usage(response.usage))
+            outcome.usage.add(_usage(response.usage, getattr(response, "model", None) or request.model))
             messages.append({"role": "assistant", "content": [_param(b) for b in response.content]})
             for block in response.content:
                 if block.type == "text" and block.text.strip():
@@ -209,6 +209,10 @@ class AnthropicBackend:
             messages.append({"role": "user", "content": results})
             if request.token_budget is not None and outcome.usage.total > request.token_budget:
                 return "token_budget", f"used {outcome.usage.total} tokens of a budget of {request.token_budget}"
+            if request.budget_usd is not None and request.pricing is not None:
+                cost = request.pricing.cost(outcome.usage)
+                if cost is not None and cost > request.budget_usd:
+                    return "budget_usd", f"spent ${cost:.4f} of a budget of ${request.budget_usd:.4f}"
         return "max_turns", None
 
     def _create(self, client: Any, **params: Any) -> Any:

@@ -6,31 +6,50 @@ toolbox's `TaskHooks` (handoff.py), so backends know nothing about task files, s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from specflux.agent.handoff import Handoff
 
 if TYPE_CHECKING:
     from specflux.agent.tools import Toolbox
 
-StopReason = Literal["end_session", "end_turn", "max_turns", "token_budget", "error", "interrupted"]
+StopReason = Literal["end_session", "end_turn", "max_turns", "token_budget", "budget_usd", "error", "interrupted"]
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 @dataclass
 class Usage:
-    """Tokens spent by a session, summed over every response."""
+    """What a session spent, summed over every response: tokens, the model, and the money.
+
+    `known` is False when the agent printed nothing its usage could be read from: such a session
+    says `unknown`, never 0 tokens. `cost_usd` is the CLI's own figure where it reports one
+    (`cost_reported`), else the pricing table's (agent/pricing.py), else None (a model the table
+    does not know)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    model: str | None = None
+    cost_usd: float | None = None
+    cost_reported: bool = False
+    known: bool = True
+
+    @classmethod
+    def unknown(cls) -> Usage:
+        return cls(known=False)
 
     def add(self, other: Usage) -> Usage:
         """Add `other` into this one (in place) and return self."""
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        for name in TOKEN_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.model = other.model or self.model
+        if other.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
+            self.cost_reported = self.cost_reported or other.cost_reported
+        self.known = self.known and other.known
         return self
 
     @property
@@ -53,6 +72,8 @@ class SessionRequest:
     model: str
     max_turns: int
     token_budget: int | None = None  # stop once `Usage.total` exceeds it
+    budget_usd: float | None = None  # stop once `Usage.cost_usd` exceeds it
+    pricing: Any = None  # a `pricing.Pricing` for the cost of usage the agent does not price itself
     max_tokens: int = 8192  # per response
     task_id: str | None = None  # written into recordings; nothing else depends on it
 

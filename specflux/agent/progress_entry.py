@@ -15,8 +15,18 @@ from specflux.agent.handoff import Handoff
 from specflux.agent.session_report import SessionReport
 from specflux.base.errors import SpecfluxError
 from specflux.format.document import TaskDocument
-from specflux.format.fields import format_usage
+from specflux.format.fields import USAGE_UNKNOWN, format_usage
 from specflux.format.model import SessionInput
+
+
+def usage_line(outcome: SessionOutcome) -> str:
+    """The session entry's `**Usage:**` line: tokens, model and cost, or `unknown` when the agent
+    printed nothing they could be read from (never 0 tokens, as if it had been free)."""
+    usage = outcome.usage
+    if not usage.known:
+        return f"{USAGE_UNKNOWN} (the agent printed no usage specflux can read)"
+    return format_usage(usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens,
+                        usage.cache_creation_input_tokens, usage.model, usage.cost_usd)
 
 
 def entry_for(handoff: Handoff | None, outcome: SessionOutcome, stamp: str) -> SessionInput:
@@ -43,9 +53,7 @@ def record_entry(manager, task_id, side, outcome, clock, report, sandbox, comple
     session whose agent changed the task through its tools."""
     handoff = side.handoff or outcome.handoff
     report.handoff = handoff
-    usage = outcome.usage
-    line = format_usage(usage.input_tokens, usage.output_tokens,
-                        usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
+    line = usage_line(outcome)
     entry = entry_for(handoff, outcome, clock())
     if sandbox is not None and sandbox.warning:
         entry.issues = f"{entry.issues}\n\n{sandbox.warning}".strip() if entry.issues else sandbox.warning
@@ -105,10 +113,7 @@ def record_review(manager, task_id, report, outcome, clock) -> list[Path]:
         if report.stop == "end_turn":
             report.stop = "error"
         report.error = report.error or "the reviewer handed in no verdict"
-    usage = outcome.usage
-    line = format_usage(usage.input_tokens, usage.output_tokens,
-                        usage.cache_read_input_tokens, usage.cache_creation_input_tokens)
-    done = manager.append_session(task_id, entry, commit=False, usage_line=line)
+    done = manager.append_session(task_id, entry, commit=False, usage_line=usage_line(outcome))
     report.session, report.status = done.session, done.status
     report.notices += done.notices
     return list(done.changed)
@@ -131,8 +136,11 @@ def settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, c
     agents = _agents_entries(doc, before, hand)
     if agents:
         number = agents[-1][0]
+        touched += _add_usage_line(manager, task_id, doc, agents[-1][1], usage_line(outcome))
+        doc = manager.load(task_id)
     else:
-        done = manager.append_session(task_id, entry_for(None, outcome, clock()), commit=False)
+        done = manager.append_session(task_id, entry_for(None, outcome, clock()), commit=False,
+                                      usage_line=usage_line(outcome))
         touched += done.changed
         number = done.session
         doc = manager.load(task_id)
@@ -167,6 +175,25 @@ def settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, c
             report.wired = wire_dependents(manager, upstream_from(task_id, manager.load(task_id)), targets, pending.files)
         touched += wiring.changed
     return touched
+
+
+def _add_usage_line(manager, task_id, doc: TaskDocument, region, line: str) -> list[Path]:
+    """The agent's own entry (`region` of `doc`) with specflux's `**Usage:**` line at its end,
+    where it has none: what the session spent is in its entry as in its commit's trailers."""
+    from specflux.format.outline import newline_of
+    from specflux.store.values import Outcome
+
+    body = doc.text[region.start:region.end]
+    if "**Usage:**" in body:
+        return []
+    newline = newline_of(doc.text)
+    content = body.rstrip()
+    at = region.start + len(content)
+    text = f"{doc.text[:at]}{newline}{newline}**Usage:** {line}{doc.text[at:]}"
+    outcome = Outcome(task_id)
+    with manager.changing([task_id], outcome) as pending:
+        pending.files.write(manager.path(task_id), text)
+    return outcome.changed
 
 
 def _set_metadata(manager, task_id, updates) -> list[Path]:

@@ -20,7 +20,7 @@ from specflux.base.errors import AgentError, SpecfluxError, UsageError
 from specflux.base.files import deferred_interrupts
 from specflux.format.render import now_stamp
 from specflux.store.manager import commit_subject
-from specflux.agent.backend import SessionOutcome, SessionRequest
+from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
 from specflux.agent.handoff import Handoff
 from specflux.agent.progress_entry import (
     handed_in_review,
@@ -32,6 +32,7 @@ from specflux.agent.progress_entry import (
 from specflux.agent.restore import good_version, restore_broken, task_file_bytes, undo_changes
 from specflux.agent.session_report import SessionReport
 from specflux.agent.context import build_context
+from specflux.agent.pricing import Pricing, format_cost
 from specflux.agent.tools import Toolbox
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ def run_session(
     model: str | None = None,
     max_turns: int | None = None,
     token_budget: int | None = None,
+    budget_usd: float | None = None,
     commit: bool = True,
     clock: Callable[[], str] = now_stamp,
     edits_task_file: bool = False,
@@ -151,6 +153,8 @@ def run_session(
         model=model or cfg.model,
         max_turns=max_turns or cfg.max_turns,
         token_budget=token_budget or cfg.token_budget,
+        budget_usd=budget_usd,
+        pricing=Pricing(manager.ws.config.pricing),
         max_tokens=cfg.max_tokens,
         task_id=task_id,
     )
@@ -168,6 +172,7 @@ def run_session(
     finally:
         toolbox.close()
     outcome.duration_ms = outcome.duration_ms or int((time.monotonic() - started) * 1000)
+    request.pricing.priced(outcome.usage)
     report = SessionReport(task_id, outcome.stop, error=outcome.error, outcome=outcome)
     report.notices += early_notices
     with deferred_interrupts():  # the agent has stopped: what it did is written down in full
@@ -221,18 +226,32 @@ def _first_did(manager, task_id: str, handoff: Handoff | None, number: int | Non
 
 
 def _trailers(task_id: str, report: SessionReport, outcome: SessionOutcome) -> dict[str, str]:
-    u = outcome.usage
     return {
         "Specflux-Task": task_id,
         "Specflux-Session": str(report.session),
         "Specflux-Status": report.status or "",
         "Specflux-Stop": outcome.stop,
         "Specflux-Duration-Ms": str(outcome.duration_ms),
+        **usage_trailers(outcome.usage),
+    }
+
+
+def usage_trailers(u: "Usage") -> dict[str, str]:
+    """What a session spent, as trailers: tokens, `Specflux-Model` and `Specflux-Cost-Usd` where
+    known; a usage that could not be read is `Specflux-Usage: unknown`, never 0 tokens."""
+    if not u.known:
+        return {"Specflux-Usage": "unknown"}
+    out = {
         "Specflux-Input-Tokens": str(u.input_tokens),
         "Specflux-Output-Tokens": str(u.output_tokens),
         "Specflux-Cache-Read-Tokens": str(u.cache_read_input_tokens),
         "Specflux-Cache-Write-Tokens": str(u.cache_creation_input_tokens),
     }
+    if u.model:
+        out["Specflux-Model"] = u.model
+    if u.cost_usd is not None:
+        out["Specflux-Cost-Usd"] = f"{u.cost_usd:.6f}"
+    return out
 
 
 # --------------------------------------------------------------------- the command line
@@ -308,8 +327,13 @@ def describe(report: SessionReport) -> str:
     lines = [f"task {report.task_id}: session {report.session or '-'} ended ({report.stop}), status {report.status or '-'}"]
     if o is not None:
         u = o.usage
-        lines.append(f"  {o.turns} turn(s), {o.duration_ms / 1000:.1f} s, tokens: {u.input_tokens} input, "
-                     f"{u.output_tokens} output, {u.cache_read_input_tokens} cache-read")
+        if not u.known:
+            spent = "tokens: unknown (the agent printed no usage specflux can read)"
+        else:
+            spent = (f"tokens: {u.input_tokens} input, {u.output_tokens} output, {u.cache_read_input_tokens} "
+                     f"cache-read, {u.cache_creation_input_tokens} cache-write; "
+                     f"cost {format_cost(u.cost_usd)}" + (f" ({u.model})" if u.model else ""))
+        lines.append(f"  {o.turns} turn(s), {o.duration_ms / 1000:.1f} s, {spent}")
         if o.recording:
             lines.append(f"  recording: {o.recording}")
     if report.commit:

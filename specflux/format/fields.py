@@ -11,6 +11,9 @@ from specflux.format.regions import LINE_BREAK
 _LABEL = re.compile(r"^[ \t]*\*\*([A-Za-z][A-Za-z ]*?)\s*:?\s*\*\*\s*:?[ \t]*(.*)$")
 _BULLET = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]+(.*)$")
 _USAGE_PART = re.compile(r"([\d,]+)\s*(input|output|cache-read|cache-write)")
+_USAGE_MODEL = re.compile(r";\s*model\s+(\S+?);?(?:\s|$)")
+_USAGE_COST = re.compile(r";\s*\$([\d,]+(?:\.\d+)?)")
+USAGE_UNKNOWN = "unknown"  # a session whose agent printed nothing its usage could be read from
 _USAGE_KEYS = {"input": "input_tokens", "output": "output_tokens",
                "cache-read": "cache_read_input_tokens", "cache-write": "cache_creation_input_tokens"}
 
@@ -44,14 +47,32 @@ def bullet_items(lines: list[str]) -> list[str]:
     return items
 
 
-def parse_usage(text: str) -> dict[str, int] | None:
-    """`**Usage:** 1200 input, 340 output, 900 cache-read, 0 cache-write tokens` as numbers."""
-    return {_USAGE_KEYS[k]: int(v.replace(",", "")) for v, k in _USAGE_PART.findall(text)} or None
+def parse_usage(text: str) -> dict[str, object] | None:
+    """`**Usage:** 1200 input, 340 output, 900 cache-read, 0 cache-write tokens; model M; $0.0123`
+    as numbers (with `model` and `cost_usd` where given); `unknown` as {"unknown": True}."""
+    if text.strip().lower().startswith(USAGE_UNKNOWN):
+        return {"unknown": True}
+    found: dict[str, object] = {_USAGE_KEYS[k]: int(v.replace(",", "")) for v, k in _USAGE_PART.findall(text)}
+    if not found:
+        return None
+    model, cost = _USAGE_MODEL.search(text), _USAGE_COST.search(text)
+    if model:
+        found["model"] = model.group(1)
+    if cost:
+        found["cost_usd"] = float(cost.group(1).replace(",", ""))
+    return found
 
 
-def format_usage(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int = 0) -> str:
-    """The session's token counts for its progress-log entry (wall-clock time goes in the commit)."""
-    return f"{input_tokens} input, {output_tokens} output, {cache_read} cache-read, {cache_write} cache-write tokens"
+def format_usage(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int = 0,
+                 model: str | None = None, cost_usd: float | None = None) -> str:
+    """The session's token counts for its progress-log entry (wall-clock time goes in the commit),
+    with the model and what it cost where known."""
+    line = f"{input_tokens} input, {output_tokens} output, {cache_read} cache-read, {cache_write} cache-write tokens"
+    if model:
+        line += f"; model {model}"
+    if cost_usd is not None:
+        line += f"; ${cost_usd:.6f}"
+    return line
 
 
 def plain(lines: list[str]) -> str:

@@ -44,7 +44,7 @@ class Session(_Dump):
     issues: str
     next: str
     line: int
-    usage: Optional[dict[str, int]] = None  # token counts of an agent session (duration: see `log`)
+    usage: Optional[dict[str, Any]] = None  # tokens, model, cost_usd of an agent session ({"unknown": True}: not read)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -59,6 +59,7 @@ class FlowConfig:
     max_iterations: int = 0  # steps per run; 0: derived from the run (flow/limits.py)
     token_budget: int = 20_000_000  # tokens per run (input + output + cache reads and writes); 0: none
     stall_rounds: int = 3  # coder rounds in a row without a change that end a run as stalled; 0: never
+    budget_usd: float = 0.0  # US dollars per run (agent/pricing.py turns tokens into money); 0: none
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Config:
     validate: "ValidateConfig | None" = None  # the test command of workflow runs; None: none set
     flow: FlowConfig = field(default_factory=FlowConfig)
     remote: RemoteConfig = field(default_factory=RemoteConfig)
+    pricing: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> rates over the shipped table
 
 
 def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
@@ -128,7 +130,7 @@ def load_config(path: Path) -> Config:
     except tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None)
         raise ParseError(f"config is not valid TOML: {e}", path, line) from None
-    unknown = set(data) - {"archive", "agent", "git", "validate", "flow", "remote"}
+    unknown = set(data) - {"archive", "agent", "git", "validate", "flow", "remote", "pricing"}
     if unknown:
         raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
     git = data.get("git", {})
@@ -139,7 +141,30 @@ def load_config(path: Path) -> Config:
         validate=_validate_section(data.get("validate"), path, text),
         flow=_section(FlowConfig, data.get("flow", {}), path, "flow", text),
         remote=_section(RemoteConfig, data.get("remote", {}), path, "remote", text),
+        pricing=_pricing_section(data.get("pricing", {}), path, text),
     )
+
+
+PRICING_RATES = ("input", "output", "cache_read", "cache_write")  # US dollars per million tokens
+
+
+def _pricing_section(data: Any, path: Path, text: str) -> dict[str, dict[str, float]]:
+    """`[pricing."model"]` tables: rates over the pricing table shipped with specflux."""
+    out: dict[str, dict[str, float]] = {}
+    for model, rates in (data if isinstance(data, Mapping) else {"": None}).items():
+        where = f'pricing."{model}"'
+        if not isinstance(rates, Mapping):
+            raise ParseError(f"[{where}] must be a table of {', '.join(PRICING_RATES)}", path)
+        unknown = sorted(set(rates) - set(PRICING_RATES))
+        if unknown:
+            raise ParseError(f"unknown rate(s) in [{where}]: {', '.join(unknown)} (rates: {', '.join(PRICING_RATES)})",
+                             path, _line_of(text, where, unknown[0]))
+        for key, value in rates.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ParseError(f"[{where}] {key} must be US dollars per million tokens, not {value!r}", path,
+                                 _line_of(text, where, key))
+        out[model] = {k: float(v) for k, v in rates.items()}
+    return out
 
 
 def _validate_section(data: Any, path: Path, text: str) -> "ValidateConfig | None":
@@ -245,4 +270,13 @@ commit = true                # commit every session; --no-commit skips one
 # token_budget = 20000000    # tokens per run (input, output, cache reads and writes); --token-budget overrides
 # stall_rounds = 3           # a task going round this often with no change in tree, tests or review
 #                            # issues ends the run as stalled; 0: never
+# budget_usd = 0             # US dollars per run (priced by the table below); --budget-usd overrides
+
+# What a model costs, in US dollars per million tokens, over the table shipped with specflux
+# (specflux/agent/pricing.toml, dated; `specflux stats` says its date):
+# [pricing."claude-sonnet-4-5"]
+# input = 3.0
+# output = 15.0
+# cache_read = 0.3
+# cache_write = 3.75
 """

@@ -17,7 +17,8 @@ import pytest
 from helpers import alive as _alive
 
 from specflux.agent.backend import SessionRequest, Usage
-from specflux.agent.command_backend import CommandBackend, OutputTail, parse_usage
+from specflux.agent.command_backend import CommandBackend, OutputTail
+from specflux.agent.usage_readers import parse_usage
 from specflux.agent.tools import Toolbox
 
 FAKE_AGENT = """\
@@ -114,7 +115,7 @@ CLAUDE_RESULT = {"type": "result", "subtype": "success", "is_error": False, "dur
                  "usage": {"input_tokens": 120, "output_tokens": 345, "cache_creation_input_tokens": 2000,
                            "cache_read_input_tokens": 15000}}
 CLAUDE_USAGE = Usage(input_tokens=120, output_tokens=345, cache_creation_input_tokens=2000,
-                     cache_read_input_tokens=15000)
+                     cache_read_input_tokens=15000, cost_usd=0.079, cost_reported=True)  # the CLI's own figure
 
 # A fake agent CLI: reads its prompt, prints what it is given as argv[1] (a JSON file of lines),
 # optionally preceded by a lot of noise, and exits with argv[2].
@@ -180,15 +181,16 @@ def test_codex_exec_json_gives_usage_with_cached_input_apart(repo: Path, tmp_pat
     assert outcome.usage.total == 26549 + 1590 and outcome.turns == 1
 
 
-def test_a_cli_without_json_output_keeps_zeros(repo: Path, tmp_path: Path):
+def test_a_cli_without_json_output_has_unknown_usage_not_zeros(repo: Path, tmp_path: Path):
     outcome = run_printing(repo, tmp_path, ["I changed two files.", '{"not": "a result"}', "{broken json"])
-    assert (outcome.stop, outcome.usage, outcome.turns) == ("end_turn", Usage(), 1)
+    assert (outcome.stop, outcome.usage, outcome.turns) == ("end_turn", Usage.unknown(), 1)
 
 
 def test_parse_usage_reads_the_shapes_it_knows_and_nothing_else():
     assert parse_usage(json.dumps([{"type": "system"}, CLAUDE_RESULT])) == (CLAUDE_USAGE, 7)  # json --verbose
     assert parse_usage(json.dumps(CLAUDE_RESULT, indent=2)) == (CLAUDE_USAGE, 7)  # one object over lines
-    odd = {**CLAUDE_RESULT, "num_turns": "seven", "usage": {"input_tokens": -1, "output_tokens": True}}
+    odd = {**CLAUDE_RESULT, "num_turns": "seven", "usage": {"input_tokens": -1, "output_tokens": True},
+           "total_cost_usd": "lots"}
     assert parse_usage(json.dumps(odd)) == (Usage(), 1)
     for text in ("", "plain words", "[1, 2]", "null", '{"type": "result"}', '{"type": "result", "usage": 5}'):
         assert parse_usage(text) is None, text

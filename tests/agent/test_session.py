@@ -211,7 +211,7 @@ def test_a_session_through_the_cli_uses_every_tool_and_commits_exactly_its_work(
     assert "- Fixed greet() to return hello\n- Added src/shout.py with shout()\n" in text
     assert "**Issues:** The old spelling was in one place only" in text
     assert "**Next:** Nothing: the task is done" in text
-    assert re.search(r"^\*\*Usage:\*\* 4900 input, 510 output, 3000 cache-read, 905 cache-write tokens$", text, re.M)
+    assert re.search(r"^\*\*Usage:\*\* 4900 input, 510 output, 3000 cache-read, 905 cache-write tokens; model claude-sonnet-5-5$", text, re.M)
     state = show(capsys, repo, "101")
     assert state["status"] == "complete"
     assert state["metadata"]["total_sessions"] == 1
@@ -220,7 +220,7 @@ def test_a_session_through_the_cli_uses_every_tool_and_commits_exactly_its_work(
     assert "shout(greet()) gives HELLO!" in state["chain_output"]["downstream"]
     assert "(To be completed)" not in text
     assert state["sessions"][-1]["did"] == ["Fixed greet() to return hello", "Added src/shout.py with shout()"]
-    assert state["sessions"][-1]["usage"] == TOTAL
+    assert state["sessions"][-1]["usage"] == {**TOTAL, "model": "claude-sonnet-5-5"}
 
     # The dependent task got the chain output.
     dependent = show(capsys, repo, "102")
@@ -381,7 +381,7 @@ def test_a_rate_limited_session_retries_and_completes_with_summed_usage(project,
     assert server.requests[2] == server.requests[3]
     session = show(capsys, repo, "101")["sessions"][-1]
     assert session["did"] == ["Added src/shout.py"]
-    assert session["usage"] == usage(1500, 150, 30, 3)
+    assert session["usage"] == {**usage(1500, 150, 30, 3), "model": "claude-sonnet-5-5"}
     assert "Specflux-Stop" in trailers(repo) and trailers(repo)["Specflux-Stop"] == "end_session"
     assert trailers(repo)["Specflux-Input-Tokens"] == "1500"
     assert sorted(committed_files(repo)) == [TASK, "src/shout.py"]
