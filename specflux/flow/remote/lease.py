@@ -69,7 +69,7 @@ class Lease:
         finally:
             self.renew_seconds += time.monotonic() - began
         if new is None:
-            self.lost = f"its claim was taken over by {self._taker()}"
+            self.lost = self._taker()
             self.on_lost(self.lost)
             return False
         self.claim = new
@@ -77,15 +77,17 @@ class Lease:
         return True
 
     def _taker(self) -> str:
-        """Who holds the claim now, as the remote says, or that nobody does."""
+        """What became of the claim, as the remote says: who took it over, or that it is gone."""
         remote = self.claims.remote
         ref = self.claims.ref(self.claim.task)
         done = remote.git("fetch", "-q", remote.name, f"+{ref}:{remote.seen_claims}{self.claim.task}")
         if done.returncode:
-            return "nobody (it was released)" if "couldn't find remote ref" in done.stderr else "another worker"
+            gone = "couldn't find remote ref" in done.stderr
+            return "its claim is gone (released by hand, or another worker integrated the task)" if gone \
+                else "its claim was taken over by another worker"
         sha = remote.rev(f"{remote.seen_claims}{self.claim.task}")
         taker = parse_claim(self.claim.task, sha or "", remote.git("log", "-1", "--format=%s", sha or "HEAD").stdout.strip())
-        return f"{taker.worker} (run {taker.run})"
+        return f"its claim was taken over by {taker.worker} (run {taker.run})"
 
     @contextmanager
     def held(self) -> Iterator[Claim]:
