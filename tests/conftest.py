@@ -57,6 +57,9 @@ def no_network(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     monkeypatch.delenv("SPECFLUX_ROOT", raising=False)
+    # The suite's fake agent CLIs keep their plans and notes outside the repository: unconfined,
+    # unless a test asks for the sandbox (tests/agent/test_cli_sandbox.py, test_claude_code.py).
+    monkeypatch.setenv("SPECFLUX_CLI_SANDBOX", "off")
 
 
 GIT_ENV = {

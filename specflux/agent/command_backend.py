@@ -22,13 +22,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
 from specflux.agent.presets import program_of
 from specflux.agent.tools import Toolbox, kill_group
 from specflux.agent.usage_readers import KINDS, UsageMeter, parse_usage, read_usage_and_turns  # noqa: F401
 from specflux.base.errors import AgentError
+
+if TYPE_CHECKING:
+    from specflux.agent.presets import Preset
 
 TAIL_LINES = 20  # of stderr, quoted in the error when the agent fails
 OUTPUT_KEEP_CHARS = 1 << 20  # of stdout, parsed for usage after exit: the result comes last
@@ -147,6 +150,30 @@ def _setup_failure(code: int, seconds: float, stderr: str) -> bool:
 # --------------------------------------------------------------------- the backend
 
 
+@contextlib.contextmanager
+def _workdir():
+    """A private folder for one session of an agent CLI (its prompt file, its sandbox's HOME and
+    temp folder), removed after it."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="specflux-agent-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _guarded(cmd: str) -> str:
+    """The shell script running `cmd` so that a TERM kills its whole process group (_dies_with_us)."""
+    return f'trap "kill -KILL 0" TERM; exec 3<&0; ( {cmd}\n) 0<&3 3<&- & wait $!'
+
+
+def _with_deathsig(argv: list[str]) -> list[str]:
+    """`argv` under `setpriv --pdeathsig TERM` where there is one (Linux)."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
+
+
 def _dies_with_us(cmd: str) -> list[str]:
     """The agent's command line for the shell. On Linux it runs under `setpriv --pdeathsig TERM`,
     and the shell kills its whole process group when that signal comes: an agent whose specflux is
@@ -156,8 +183,7 @@ def _dies_with_us(cmd: str) -> list[str]:
     setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
     if not setpriv:
         return ["/bin/sh", "-c", cmd]
-    guarded = f'trap "kill -KILL 0" TERM; exec 3<&0; ( {cmd}\n) 0<&3 3<&- & wait $!'
-    return [setpriv, "--pdeathsig", "TERM", "--", "/bin/sh", "-c", guarded]
+    return [setpriv, "--pdeathsig", "TERM", "--", "/bin/sh", "-c", _guarded(cmd)]
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -179,11 +205,25 @@ class CommandBackend:
 
     def __init__(self, cmd: str, timeout_s: float | None = None, env: dict[str, str] | None = None,
                  stream: bool = True, cancel: threading.Event | None = None, prefix: str = "",
-                 usage_kind: str = "auto"):
+                 usage_kind: str = "auto", *, preset: "Preset | None" = None, role: str = "coder",
+                 model: str | None = None, sandbox: str = "off"):
         """`cancel`: set from another thread (a parallel run's `flow stop`), the agent is stopped
         as Ctrl-C would stop it. `prefix`: put before each line of the agent's output on the
         terminal (a parallel run names the task, as several agents write at once). `usage_kind`:
-        which CLI's output the usage is read from (usage_readers.KINDS; "auto" tries each)."""
+        which CLI's output the usage is read from (usage_readers.KINDS; "auto" tries each).
+
+        `preset` (presets.py): the agent CLI `cmd` stands for, whose command line for `role` (and
+        `model`, where the user named one) is run, the context handed over as it says; without
+        one, `cmd` is run with the context on stdin. `sandbox`: the `[agent] sandbox` setting the
+        CLI runs under (confine.py), "off" for none."""
+        from specflux.agent.presets import command_preset
+
+        self.preset = preset or command_preset(cmd)
+        # SPECFLUX_CLI_SANDBOX overrides the setting (the test suite's fake agents write outside)
+        self.role, self.model = role, model
+        self.sandbox = sandbox if sandbox == "off" else os.environ.get("SPECFLUX_CLI_SANDBOX") or sandbox
+        if preset is not None and usage_kind == "auto":
+            usage_kind = preset.usage
         self.cmd = cmd
         self.timeout_s = timeout_s
         self.env = dict(env or {})
@@ -202,6 +242,15 @@ class CommandBackend:
         too shell-ish to judge is let through, and a start that fails anyway is marked as a setup
         error by `run`.
         """
+        if self.sandbox != "off":  # a sandbox config.toml names but this system lacks: said before anything runs
+            from specflux.agent.sandbox import choose
+
+            choose(self.sandbox)
+        if self.preset.name != "command" and self.preset.program and "/" not in self.preset.program:
+            problem = self.preset.missing({**os.environ, **self.env}.get("PATH", os.defpath))
+            if problem:
+                raise AgentError(problem)
+            return
         found = program_of(self.cmd)
         if found is None:
             return
@@ -218,15 +267,42 @@ class CommandBackend:
         def elapsed() -> int:
             return int((time.monotonic() - started) * 1000)
 
-        full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.env, **(env or {})}
-        proc = subprocess.Popen(_dies_with_us(self.cmd), cwd=toolbox.root, env=full_env, stdin=subprocess.PIPE,
+        with _workdir() as workdir:
+            argv, full_env, stdin = self._launch(request, toolbox, env, workdir)
+            return self._run(request, argv, full_env, stdin, toolbox.root, elapsed)
+
+    def _launch(self, request: SessionRequest, toolbox: Toolbox, env: dict[str, str] | None,
+                workdir: Path) -> tuple[list[str], dict[str, str], bytes]:
+        """The argv, environment and standard input of the agent CLI: its preset's command line
+        for the role, the context written to a file in `workdir` (SPECFLUX_PROMPT_FILE) and handed
+        over as the preset says, in the sandbox (confine.py) where there is one."""
+        from specflux.agent.confine import confine
+
+        prompt = f"{request.system}\n\n{request.context}"
+        prompt_file = workdir / "prompt.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        line = self.cmd if self.preset.name == "command" else \
+            self.preset.command_line(self.role, prompt, str(prompt_file), self.model)
+        full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.preset.env, **self.env, **(env or {}),
+                    "SPECFLUX_PROMPT_FILE": str(prompt_file)}
+        confined = confine(_guarded(line), Path(toolbox.root), workdir, self.sandbox, self.preset,
+                           full_env.get("SPECFLUX_HANDIN"))
+        if confined.notice:
+            print(f"specflux: {self.prefix}{confined.notice}", file=sys.stderr)
+        if confined.argv is None:
+            return _dies_with_us(line), full_env, self.preset.stdin(prompt)
+        full_env.update(confined.env)
+        return _with_deathsig(confined.argv), full_env, self.preset.stdin(prompt)
+
+    def _run(self, request: SessionRequest, argv: list[str], full_env: dict[str, str], stdin: bytes, root,
+             elapsed) -> SessionOutcome:
+        proc = subprocess.Popen(argv, cwd=root, env=full_env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         out = OutputTail()
         metered = _Metered(out, UsageMeter(self.usage_kind), request)
         err_tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         threads = [
-            threading.Thread(target=_feed, args=(proc.stdin, f"{request.system}\n\n{request.context}".encode()),
-                             daemon=True),
+            threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True),
             threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, metered, self.prefix),
                              daemon=True),
             threading.Thread(target=_pump, args=(proc.stderr, sys.stderr if self.stream else None, err_tail,

@@ -94,3 +94,24 @@ def make_read_only(dir_fd: int, name: str) -> None:
             os.close(tree)
     finally:
         os.close(fd)
+
+
+def make_writable(path: str) -> None:
+    """Mount the folder `path`, beneath one that `make_read_only` made read-only, writable again
+    on top of itself (an agent CLI's hand-in folder inside `.specflux`, say). Call after
+    `make_read_only`. Never follows a symlink."""
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY)
+    try:
+        empty = ctypes.c_char_p(b"")
+        tree = _syscall(_OPEN_TREE, "open_tree", ctypes.c_int(fd), empty,
+                        ctypes.c_uint(OPEN_TREE_CLONE | os.O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))
+        try:
+            attr = _MountAttr(0, MOUNT_ATTR_RDONLY, 0, 0)
+            _syscall(_MOUNT_SETATTR, "mount_setattr", ctypes.c_int(tree), empty, ctypes.c_uint(AT_EMPTY_PATH),
+                     ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)))
+            _syscall(_MOVE_MOUNT, "move_mount", ctypes.c_int(tree), empty, ctypes.c_int(fd), empty,
+                     ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
+        finally:
+            os.close(tree)
+    finally:
+        os.close(fd)

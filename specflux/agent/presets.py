@@ -160,6 +160,23 @@ def names() -> list[str]:
     return [*BACKENDS, *PRESETS]
 
 
+class AgentNames:
+    """The CLI's --agent choices: offered (in help and completion) are the built-in names; any
+    name is taken, since config.toml may add its own (`resolve` refuses an unknown one)."""
+
+    def __iter__(self):
+        return iter(names())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and bool(name)
+
+
+def agent_help() -> str:
+    """The --agent option's help."""
+    return (f"anthropic (the Messages API, default), an agent CLI ({', '.join(PRESETS)}), one of your "
+            "[agents.NAME] in config.toml, command (with --cmd) or replay (a recording)")
+
+
 def is_command_agent(kind: str) -> bool:
     """Whether `--agent kind` runs an agent CLI (a preset, a user's own, or `command`)."""
     return kind not in ("anthropic", "replay")

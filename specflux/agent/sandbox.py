@@ -90,18 +90,23 @@ class Sandbox:
         """The line to show when commands run unconfined without the user having asked, else None."""
         return self.describe() if self.name == "none" else None
 
-    def argv(self, command: str, root: str | os.PathLike, tmp: str | os.PathLike) -> list[str]:
+    def argv(self, command: str, root: str | os.PathLike, tmp: str | os.PathLike,
+             also: "tuple[str, ...] | list[str]" = ()) -> list[str]:
         """The argv that runs shell `command` in this sandbox, writing only beneath `root` (minus
-        `.git` and `.specflux`) and `tmp`. Run it with cwd `root` and TMPDIR `tmp`."""
+        `.git` and `.specflux`) and `tmp`, and the existing folders `also` (which may be inside
+        `.specflux`: an agent CLI's task files and hand-in). Run it with cwd `root` and TMPDIR `tmp`."""
         shell = [SHELL, "-c", command]
         root, tmp = os.path.realpath(root), os.path.realpath(tmp)
+        also = [os.path.realpath(path) for path in also]
         if self.name == "landlock":
+            extra = [arg for path in also for arg in ("--write", path)]
             return [sys.executable, "-I", "-S", os.path.abspath(__file__), "landlock",
-                    "--repo", root, "--write", tmp, *(["--mounts"] if self.top_level else []), "--", *shell]
+                    "--repo", root, "--write", tmp, *extra, *(["--mounts"] if self.top_level else []), "--", *shell]
         if self.name == "bwrap":
-            return [_which("bwrap") or "bwrap", *bwrap_options(root, tmp), "--", *shell]
+            extra = [arg for path in also for arg in ("--bind", path, path)]
+            return [_which("bwrap") or "bwrap", *bwrap_options(root, tmp), *extra, "--", *shell]
         if self.name == "sandbox-exec":
-            return ["sandbox-exec", *seatbelt_options(root, tmp), *shell]
+            return ["sandbox-exec", *seatbelt_options(root, tmp, also), *shell]
         return shell
 
 
@@ -385,6 +390,9 @@ def restrict_writes(repo: str, also: list[str], mounts: bool = False) -> None:
             if whole:
                 for name in read_only_entries(repo):
                     mountns.make_read_only(root_fd, name)
+                for path in also:  # a folder inside .specflux an agent CLI writes through specflux
+                    if path.startswith(repo + os.sep):
+                        mountns.make_writable(path)
                 _allow(ruleset, ".", rights, dir_fd=root_fd)
             for name in [] if whole else writable_entries(repo):
                 try:
@@ -486,17 +494,19 @@ _SEATBELT_DEVICES = ('(literal "/dev/null") (literal "/dev/zero") (literal "/dev
                      '(literal "/dev/dtracehelper") (regex #"^/dev/ttys[0-9]+$") (regex #"^/dev/fd/[0-9]+$")')
 
 
-def seatbelt_options(root: str, tmp: str) -> list[str]:
+def seatbelt_options(root: str, tmp: str, also: "list[str] | tuple[str, ...]" = ()) -> list[str]:
     """sandbox-exec options: deny every write, allow the repository, `tmp` and a few devices,
     then deny `.git` and `.specflux` again (the last matching rule wins). Paths go in as -D
     parameters, so the profile needs no quoting of them; they are real paths (/private/var/...,
     not /var/...), which is what Seatbelt matches."""
     protected = [os.path.join(root, name) for name in PROTECTED] + protected_targets(root)
-    params = {"REPO": root, "TMP": tmp, **{f"P{i}": p for i, p in enumerate(protected)}}
+    params = {"REPO": root, "TMP": tmp, **{f"P{i}": p for i, p in enumerate(protected)},
+              **{f"A{i}": p for i, p in enumerate(also)}}
     denied = " ".join(f'(subpath (param "P{i}"))' for i in range(len(protected)))
+    again = " ".join(f'(subpath (param "A{i}"))' for i in range(len(also)))
     profile = ("(version 1) (allow default) (deny file-write*) "
                f'(allow file-write* (subpath (param "REPO")) (subpath (param "TMP")) {_SEATBELT_DEVICES}) '
-               f"(deny file-write* {denied})")
+               f"(deny file-write* {denied})" + (f" (allow file-write* {again})" if also else ""))
     defines = [arg for key, value in params.items() for arg in ("-D", f"{key}={value}")]
     return [*defines, "-p", profile]
 

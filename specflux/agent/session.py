@@ -259,15 +259,18 @@ def usage_trailers(u: "Usage") -> dict[str, str]:
 
 def backend_from_args(manager: "TaskStateManager", args) -> tuple["Backend", bool]:
     """The backend `specflux run` asked for, and whether it edits the task file itself."""
-    if args.agent == "command":
-        if not args.cmd:
-            raise UsageError("--agent command needs --cmd \"the agent command line\"")
+    from specflux.agent.presets import is_command_agent, resolve
+
+    if is_command_agent(args.agent):  # an agent CLI: a preset, [agents.NAME], or --agent command --cmd
         from specflux.agent.command_backend import CommandBackend
 
+        preset = resolve(args.agent, args.cmd, manager.ws.config.agents)
         path = manager.path(args.id)
         env = {"SPECFLUX_TASK_FILE": str(path), "SPECFLUX_TASK_ID": args.id, "SPECFLUX_ROOT": str(manager.ws.root)}
         timeout = args.timeout or manager.ws.config.agent.session_timeout_s
-        return CommandBackend(args.cmd, timeout_s=timeout, env=env), True
+        sandbox = "off" if getattr(args, "no_sandbox", False) else manager.ws.config.agent.sandbox
+        return CommandBackend(args.cmd or preset.command, timeout_s=timeout, env=env, preset=preset,
+                              model=args.model, sandbox=sandbox), True
     if args.agent == "replay":
         if not args.recording:
             raise UsageError("--agent replay needs --recording PATH")

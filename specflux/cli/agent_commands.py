@@ -43,7 +43,7 @@ def cmd_plan(args) -> int:
 
     manager = open_manager(args.root, commit=False)
     result = run_planner(manager, Path(args.prd), agent=args.agent, cmd=args.cmd, recording=args.recording,
-                         dry_run=args.dry_run, model=args.model)
+                         dry_run=args.dry_run, model=args.model, no_sandbox=args.no_sandbox)
     if args.json:
         emit_json({"prd": result.prd, "summary": result.summary, "created": result.created, "tasks": [
             {"id": d.task_id, "key": d.key, "title": d.title, "priority": d.priority, "complexity": d.complexity,

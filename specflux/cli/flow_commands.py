@@ -83,9 +83,12 @@ def _finish(run, state) -> int:
 def _agents(args):
     from specflux.flow.steps.roles import Agents
 
-    if args.agent == "command" and not args.cmd:
-        raise UsageError('--agent command needs --cmd "the agent command line"')
-    return Agents(kind=args.agent, cmd=args.cmd, model=args.model)
+    if args.agent not in ("anthropic", "replay"):  # an agent CLI: said now if it is no agent at all
+        from specflux.agent.presets import resolve
+        from specflux.store.workspace import Workspace
+
+        resolve(args.agent, args.cmd, Workspace.find(explicit=args.root).config.agents)
+    return Agents(kind=args.agent, cmd=args.cmd, model=args.model, sandbox="off" if args.no_sandbox else None)
 
 
 def flow_start(args) -> int:
@@ -114,8 +117,9 @@ def _plan_first(manager, args) -> list[str]:
 
     from specflux.flow.plan import run_planner
 
-    result = run_planner(manager, Path(args.prd), agent="command" if args.agent == "command" else "anthropic",
-                         cmd=args.cmd, model=args.model)
+    agent = args.agent if args.agent not in ("anthropic", "replay") else "anthropic"
+    result = run_planner(manager, Path(args.prd), agent=agent, cmd=args.cmd, model=args.model,
+                         no_sandbox=args.no_sandbox)
     s = result.summary
     _say(f"planned {s['totalTasks']} task(s) from {result.prd} ({s['estimatedComplexity']}): "
          f"{', '.join(result.created)}")

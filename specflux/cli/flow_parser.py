@@ -24,7 +24,7 @@ def add_flow_parsers(sub) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter, epilog="""\
 examples:
   specflux flow start                      # every task not complete, in dependency order
-  specflux flow start 4 5 --agent command --cmd "claude -p --output-format json"
+  specflux flow start 4 5 --agent claude   # Claude Code in every role
   specflux flow start --all --workflow strict --max-iterations 40 --token-budget 2000000
   specflux flow start --prd docs/prd.md    # plan the tasks first, then run them""")
     s.add_argument("ids", nargs="*", metavar="ID", help="tasks to run (default: every task not complete)")
@@ -33,9 +33,13 @@ examples:
                    "role), then run them")
     s.add_argument("--workflow", default="queue", metavar="NAME|PATH", help="built-in `queue`, a name in "
                    ".specflux/workflows/, or a .toml path")
-    s.add_argument("--agent", choices=["anthropic", "command", "replay"], default="anthropic",
-                   help="anthropic (the Messages API, default), command (an agent CLI for every role) or replay")
+    from specflux.agent.presets import AgentNames, agent_help
+
+    s.add_argument("--agent", choices=AgentNames(), default="anthropic", metavar="AGENT",
+                   help=agent_help() + "; an agent CLI takes every role")
     s.add_argument("--cmd", help="the agent command line, for every role (--agent command)")
+    s.add_argument("--no-sandbox", action="store_true", help="run the agent CLI unconfined (by default it writes "
+                   "only inside the repository or the lane's worktree, as [agent] sandbox says)")
     s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
     s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
     s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")  # as format.metadata.STATUSES
-AGENTS = ("anthropic", "command", "replay")
+AGENTS = ("anthropic", "command", "replay")  # then the presets (agent/presets.py), and [agents.NAME] of config.toml
 
 
 class _Unused:
@@ -23,9 +23,12 @@ class _Unused:
 
 def _agent_options(s, cmd_note: str = "") -> None:
     """--agent, --cmd, --recording and --model, as `run` and `plan` take them."""
-    s.add_argument("--agent", choices=AGENTS, default="anthropic",
-                   help="anthropic (the Messages API, default), command (an agent CLI) or replay (a recording)")
+    from specflux.agent.presets import AgentNames, agent_help
+
+    s.add_argument("--agent", choices=AgentNames(), default="anthropic", metavar="AGENT", help=agent_help())
     s.add_argument("--cmd", help=f"the agent command line (--agent command){cmd_note}")
+    s.add_argument("--no-sandbox", action="store_true", help="run an agent CLI unconfined (by default it writes only "
+                   "inside the repository, as [agent] sandbox says)")
     s.add_argument("--recording", metavar="FILE", help="a JSONL recording to replay (--agent replay)")
     s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
 
@@ -139,7 +142,8 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
 
     s = cmd("run", "run one agent session on a task", """\
   specflux run 102                      # the Anthropic API (ANTHROPIC_API_KEY)
-  specflux run 102 --agent command --cmd "claude -p --output-format json" --timeout 1800
+  specflux run 102 --agent claude       # Claude Code, headless, sandboxed
+  specflux run 102 --agent command --cmd "my-agent --headless" --timeout 1800
   specflux run 102 --agent replay --recording .specflux/recordings/SESSION.jsonl""")
     s.add_argument("id", metavar="ID", help="the task's id")
     _agent_options(s)
@@ -150,7 +154,7 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
 
     s = cmd("plan", "a planner agent turns a requirements document into task files", """\
   specflux plan docs/prd.md --dry-run   # show the tasks, write nothing
-  specflux plan docs/prd.md --agent command --cmd "claude -p --output-format json"
+  specflux plan docs/prd.md --agent claude
   specflux plan docs/prd.md --json""")
     s.add_argument("prd", metavar="PRD", help="the requirements document (linked from each task, not copied)")
     s.add_argument("--dry-run", action="store_true", help="show the tasks and write nothing")

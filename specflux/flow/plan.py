@@ -207,19 +207,24 @@ def _relative(base: Path, path: Path, posix_up: bool = False) -> str:
 
 
 def run_planner(manager: "TaskStateManager", prd: Path, *, agent: str = "anthropic", cmd: str | None = None,
-                recording: str | None = None, dry_run: bool = False, model: str | None = None) -> PlanResult:
+                recording: str | None = None, dry_run: bool = False, model: str | None = None,
+                no_sandbox: bool = False) -> PlanResult:
     """`plan` with the backend `agent` names: the API (recorded), a replay of `recording`, or an
-    agent CLI `cmd` that hands in through `specflux submit-tasks` (SPECFLUX_HANDIN)."""
+    agent CLI (a preset, an [agents.NAME], or `command` with `cmd`) that hands in through
+    `specflux submit-tasks` (SPECFLUX_HANDIN), sandboxed unless `no_sandbox`."""
+    from specflux.agent.presets import is_command_agent, resolve
+
     handin = None
-    if agent == "command":
+    if is_command_agent(agent):
         from specflux.agent.command_backend import CommandBackend
 
-        if not cmd:
-            raise UsageError('--agent command needs --cmd "the agent command line"')
-        handin = manager.ws.dir / "runs" / f"plan-handin-{os.getpid()}.json"
+        preset = resolve(agent, cmd, manager.ws.config.agents)
+        handin = manager.ws.dir / "cache" / f"plan-handin-{os.getpid()}.json"  # writable to a sandboxed CLI
         manager.ws.ensure_folder(handin.parent)
         env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
-        backend = CommandBackend(cmd, timeout_s=manager.ws.config.agent.session_timeout_s, env=env)
+        sandbox = "off" if no_sandbox else manager.ws.config.agent.sandbox
+        backend = CommandBackend(cmd or preset.command, timeout_s=manager.ws.config.agent.session_timeout_s, env=env,
+                                 preset=preset, role="planner", model=model, sandbox=sandbox)
     elif agent == "replay":
         from specflux.agent.anthropic_backend import replay_backend
 

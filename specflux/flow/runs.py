@@ -69,7 +69,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         "stallRounds": cfg.stall_rounds or None,
         "baseCommit": _head(git),
         "branch": _branch(git),
-        "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model},
+        "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model, "sandbox": agents.sandbox},
         **({"parallel": parallel, "targetBranch": target} if parallel > 1 else {}),
     }
     holds = Holds(manager.ws)
@@ -259,7 +259,8 @@ def _created(run: Run) -> dict[str, Any]:
 
 def _agents_of(run: Run) -> Agents:
     agent = _created(run).get("agent") or {}
-    return Agents(kind=agent.get("kind", "anthropic"), cmd=agent.get("cmd"), model=agent.get("model"))
+    return Agents(kind=agent.get("kind", "anthropic"), cmd=agent.get("cmd"), model=agent.get("model"),
+                  sandbox=agent.get("sandbox"))
 
 
 def control(run: Run, action: str, note: str | None = None, manager: "TaskStateManager | None" = None) -> str:

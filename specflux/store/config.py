@@ -73,6 +73,24 @@ class RemoteConfig:
 
 
 @dataclass(frozen=True)
+class AgentEntry:
+    """`[agents.NAME]`: an agent CLI of the user's own, run as `--agent NAME` (agent/presets.py)."""
+
+    command: str  # the headless command line; {prompt}, {prompt_file}, {model} are filled in
+    context: str = "stdin"  # where the context goes: stdin, arg (one argument) or file ({prompt_file})
+    usage: str = "auto"  # whose output the usage is read from (agent/usage_readers.py), "auto" tries each
+    install: str = ""  # said when the command is not on PATH
+    model: str = ""  # the part naming a model (`--model {model}`), used when --model is given
+    roles: Mapping[str, str] = field(default_factory=dict)  # more of the command line for coder/reviewer/planner
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+AGENT_CONTEXTS = ("stdin", "arg", "file")
+AGENT_ROLES = ("coder", "reviewer", "planner")
+RESERVED_AGENTS = ("anthropic", "command", "replay")
+
+
+@dataclass(frozen=True)
 class Config:
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -81,6 +99,7 @@ class Config:
     flow: FlowConfig = field(default_factory=FlowConfig)
     remote: RemoteConfig = field(default_factory=RemoteConfig)
     pricing: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> rates over the shipped table
+    agents: Mapping[str, AgentEntry] = field(default_factory=dict)  # [agents.NAME]: the user's own agent CLIs
 
 
 def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
@@ -130,7 +149,7 @@ def load_config(path: Path) -> Config:
     except tomllib.TOMLDecodeError as e:
         line = getattr(e, "lineno", None)
         raise ParseError(f"config is not valid TOML: {e}", path, line) from None
-    unknown = set(data) - {"archive", "agent", "git", "validate", "flow", "remote", "pricing"}
+    unknown = set(data) - {"archive", "agent", "git", "validate", "flow", "remote", "pricing", "agents"}
     if unknown:
         raise ParseError(f"unknown section(s): {', '.join(sorted(unknown))}", path)
     git = data.get("git", {})
@@ -142,7 +161,51 @@ def load_config(path: Path) -> Config:
         flow=_section(FlowConfig, data.get("flow", {}), path, "flow", text),
         remote=_section(RemoteConfig, data.get("remote", {}), path, "remote", text),
         pricing=_pricing_section(data.get("pricing", {}), path, text),
+        agents=_agents_section(data.get("agents", {}), path, text),
     )
+
+
+def _agents_section(data: Any, path: Path, text: str) -> dict[str, AgentEntry]:
+    """`[agents.NAME]` tables, each an AgentEntry; a mistake is located and refused."""
+    out: dict[str, AgentEntry] = {}
+    for name, entry in (data if isinstance(data, Mapping) else {"": None}).items():
+        where = f"agents.{name}"
+        if not isinstance(entry, Mapping):
+            raise ParseError(f"[{where}] must be a table with a command", path)
+        if name in RESERVED_AGENTS:
+            raise ParseError(f"[{where}]: {name} is a built-in --agent; give your agent another name", path,
+                             _line_of_table(text, where))
+        known = {f.name for f in fields(AgentEntry)}
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise ParseError(f"unknown setting(s) in [{where}]: {', '.join(unknown)} (known: {', '.join(sorted(known))})",
+                             path, _line_of(text, where, unknown[0]))
+        command = entry.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ParseError(f'[{where}] needs a command, e.g. command = "my-agent --headless"', path,
+                             _line_of(text, where, "command") or _line_of_table(text, where))
+        for key in ("context", "usage", "install", "model"):
+            if key in entry and not isinstance(entry[key], str):
+                raise ParseError(f"[{where}] {key} must be a string, not {entry[key]!r}", path, _line_of(text, where, key))
+        if entry.get("context", "stdin") not in AGENT_CONTEXTS:
+            raise ParseError(f"[{where}] context must be one of {', '.join(AGENT_CONTEXTS)}, not {entry['context']!r}",
+                             path, _line_of(text, where, "context"))
+        for key, allowed in (("roles", AGENT_ROLES), ("env", None)):
+            table = entry.get(key, {})
+            if not isinstance(table, Mapping) or not all(isinstance(v, str) for v in table.values()) or \
+                    (allowed and set(table) - set(allowed)):
+                what = f"roles ({', '.join(allowed)})" if allowed else "names"
+                raise ParseError(f"[{where}] {key} must be a table of strings by {what}", path,
+                                 _line_of(text, where, key))
+        out[name] = AgentEntry(**entry)
+    return out
+
+
+def _line_of_table(text: str, table: str) -> int | None:
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(rf"\s*\[\s*{re.escape(table)}\s*\]", line):
+            return number
+    return None
 
 
 PRICING_RATES = ("input", "output", "cache_read", "cache_write")  # US dollars per million tokens

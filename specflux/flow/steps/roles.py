@@ -71,11 +71,17 @@ class Agents:
     """How a run's agent roles are run: `kind` anthropic, command (with `cmd`) or replay (the
     recordings of run `replay_from`)."""
 
-    kind: str = "anthropic"
+    kind: str = "anthropic"  # or an agent CLI: a preset (agent/presets.py), an [agents.NAME], command
     cmd: str | None = None
     replay_from: Path | None = None
     model: str | None = None
     timeout_s: float | None = None
+    sandbox: str | None = None  # an agent CLI's sandbox: "off" (--no-sandbox), else [agent] sandbox
+
+    @property
+    def is_cli(self) -> bool:
+        """Whether the roles run an agent CLI (which edits its task file and hands in by `specflux`)."""
+        return self.kind not in ("anthropic", "replay")
 
 
 class Roles:
@@ -127,7 +133,7 @@ class Roles:
         task_id = step["taskId"]
         started = time.monotonic()
         extra = "\n\n".join(part for part in (self._note, retry_context(state, task_id)) if part)
-        if self.agents.kind == "command":
+        if self.agents.is_cli:
             extra = (f"This session is one step of workflow run {self.run.id}: the run decides when the task is "
                      "complete. Do not run `specflux complete`; when every criterion is met, write `### Summary` "
                      "and `### For Downstream Tasks` under `## 4. Chain Output` yourself.\n\n" + extra).strip()
@@ -184,7 +190,7 @@ class Roles:
         task_id = step["taskId"]
         backend, edits = self._backend(step, role)
         self._steps.mkdir(parents=True, exist_ok=True)
-        handin = self.run.handins_dir / f"{step['stepId']}.json" if self.agents.kind == "command" and role != "coder" else None
+        handin = self.run.handins_dir / f"{step['stepId']}.json" if self.agents.is_cli and role != "coder" else None
         clock = (lambda: self._stamp) if self._stamp else now_stamp
         report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits, clock=clock,
                              role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
@@ -346,8 +352,9 @@ class Roles:
             source = self.agents.replay_from / "recordings" / (f"{step_id}.jsonl" if n in ("", "1")
                                                                else f"{step_id}-{n}.jsonl")
             return replay_backend(source), False
-        if self.agents.kind == "command":
+        if self.agents.is_cli:
             from specflux.agent.command_backend import CommandBackend
+            from specflux.agent.presets import resolve
 
             env = {
                 "SPECFLUX_TASK_FILE": str(self.manager.path(task_id)), "SPECFLUX_TASK_ID": task_id,
@@ -357,8 +364,11 @@ class Roles:
             self.run.handins_dir.mkdir(parents=True, exist_ok=True)
             timeout = self.agents.timeout_s or self.manager.ws.config.agent.session_timeout_s
             prefix = f"[task {task_id}] " if self.cancel is not None else ""  # a parallel run's lanes
-            return CommandBackend(self.agents.cmd or "", timeout_s=timeout, env=env, cancel=self.cancel,
-                                  prefix=prefix), role == "coder"
+            config = self.manager.ws.config
+            preset = resolve(self.agents.kind, self.agents.cmd, config.agents)
+            return CommandBackend(self.agents.cmd or preset.command, timeout_s=timeout, env=env, cancel=self.cancel,
+                                  prefix=prefix, preset=preset, role=role, model=self.agents.model,
+                                  sandbox=self.agents.sandbox or config.agent.sandbox), role == "coder"
         from specflux.agent.anthropic_backend import live_backend
 
         self.run.recordings_dir.mkdir(parents=True, exist_ok=True)

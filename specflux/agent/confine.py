@@ -1,0 +1,94 @@
+"""Confining an agent CLI (a preset, a user's own `[agents.NAME]`, `--agent command`) the way an
+API agent's `run_command` is confined (sandbox.py): bubblewrap or Landlock, writes only inside
+the repository (or the lane's worktree), never in `.git/` or `.specflux/`, and in a private
+temporary folder. Reads stay unrestricted.
+
+An agent CLI still writes its task through `specflux` (`check`, `session --no-commit`,
+`submit-review`, `submit-tasks`), run inside the same sandbox, so these stay writable:
+`.specflux/task-states/` (the run puts back any other task's file it changed), `archives/`,
+`locks/` (the per-task locks every write takes) and `cache/`, and the folder of its hand-in file
+(SPECFLUX_HANDIN, in the run's folder, which may be outside a lane's worktree).
+
+The CLI's own files (its login, settings, session logs, caches) go to a private HOME, a fresh
+folder beside the temporary one, into which the preset's `home` files are copied first; the XDG
+folders point inside it too. Nothing the CLI writes there outlives the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specflux.agent.presets import Preset
+    from specflux.agent.sandbox import Sandbox
+
+# Folders of .specflux/ the agent writes through specflux's own commands.
+TASK_FOLDERS = ("task-states", "archives", "locks", "cache")
+
+
+@dataclass
+class Confined:
+    """How an agent CLI runs: `argv` (None: unconfined, as `sh -c`), the environment to add,
+    and the line to say when it starts (a warning where no sandbox is available), if any."""
+
+    sandbox: "Sandbox"
+    argv: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    notice: str | None = None
+
+
+def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset",
+            handin: str | None = None) -> Confined:
+    """The shell command line `line` of an agent CLI, to run with cwd `root`, in the sandbox
+    `setting` names (`[agent] sandbox`, or "off" for `--no-sandbox`). `workdir` is a fresh
+    folder of the session's, removed after it: the private HOME and temporary folder go there."""
+    from specflux.agent.sandbox import choose
+
+    sandbox = choose(setting)
+    if not sandbox.confined:
+        notice = None
+        if sandbox.name == "none":
+            notice = (f"the agent CLI is not sandboxed: {sandbox.reason}; it can write anywhere this user can "
+                      '(--no-sandbox, or [agent] sandbox = "off" in .specflux/config.toml, silences this)')
+        return Confined(sandbox, notice=notice)
+    home, tmp = workdir / "home", workdir / "tmp"
+    for folder in (home, tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+    _copy_home(preset, home)
+    writable = [str(home)]
+    specflux_dir = root / ".specflux"
+    if specflux_dir.is_dir() and not specflux_dir.is_symlink():
+        for name in TASK_FOLDERS:
+            folder = specflux_dir / name
+            if not folder.is_symlink():
+                folder.mkdir(exist_ok=True)
+                writable.append(str(folder))
+    if handin:
+        folder = Path(handin).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        writable.append(str(folder))
+    env = {"HOME": str(home), "TMPDIR": str(tmp), "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
+           "XDG_STATE_HOME": str(home / ".local" / "state")}
+    argv = sandbox.argv(line, root, tmp, also=writable)
+    return Confined(sandbox, argv=argv, env=env, notice=None)
+
+
+def _copy_home(preset: "Preset", home: Path) -> None:
+    """Copy the preset's `home` files (its login and settings) from the real HOME."""
+    from specflux.agent.presets import home_sources
+
+    for source, rel in home_sources(preset):
+        target = home / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            if os.path.isdir(source):
+                shutil.copytree(source, target, dirs_exist_ok=True)
+            else:
+                shutil.copy2(source, target)
+        except OSError:  # unreadable: the CLI says what it misses
+            pass

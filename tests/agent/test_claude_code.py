@@ -1,0 +1,146 @@
+"""`--agent claude` with the real Claude Code CLI, offline: the pinned `claude` binary (installed by
+.ci/run with npm) talks to a scripted Messages API on 127.0.0.1 (specflux/agent/scripted_claude.py).
+The real CLI reads the context specflux hands it, runs its real tools (Bash, Write, Edit, Read),
+and hands off through `specflux`, in the sandbox, in every role of a whole `flow start` run.
+
+The CLI is found at $SPECFLUX_CLAUDE, else under $SPECFLUX_TEST_TOOLS (default
+~/.cache/specflux-test-tools)/claude-code/node_modules/.bin/claude; without it the tests skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import run
+
+from specflux.agent.presets import CLAUDE
+from specflux.agent.scripted import Reply, call
+from specflux.agent.scripted_claude import ClaudeCodeServer
+
+TOOLS = Path(os.environ.get("SPECFLUX_TEST_TOOLS", Path.home() / ".cache" / "specflux-test-tools"))
+CLAUDE_BIN = Path(os.environ.get("SPECFLUX_CLAUDE") or TOOLS / "claude-code" / "node_modules" / ".bin" / "claude")
+
+pytestmark = pytest.mark.skipif(not CLAUDE_BIN.exists(), reason=(
+    f"Claude Code is not installed at {CLAUDE_BIN} (.ci/run installs it: npm install --prefix "
+    f"{TOOLS}/claude-code @anthropic-ai/claude-code@{CLAUDE.verified})"))
+
+WRONG = "def add(a, b):\n    return a - b\n"
+STILL_WRONG = "def add(a, b):\n    return a * b\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+TEST = ("import sys\nsys.path.insert(0, 'src')\nfrom calc import add\n\nassert add(2, 3) == 5, add(2, 3)\n"
+        "print('ok')\n")
+PLACEHOLDER = "(To be completed)"
+
+
+def claude_env(server: ClaudeCodeServer, home: Path) -> dict[str, str]:
+    """The CLI and `specflux` on PATH, pointed at the scripted server, with a HOME of its own."""
+    path = os.pathsep.join([str(CLAUDE_BIN.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, **server.env(), "PATH": path, "HOME": str(home), "SPECFLUX_CLI_SANDBOX": "auto"}
+
+
+def specflux(repo: Path, *args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def project(git_repo: Path, capsys) -> Path:
+    """Task 1 (fix add: the test fails) and task 2 (document it, depends on 1), [validate] set."""
+    (git_repo / "src").mkdir()
+    (git_repo / "src" / "calc.py").write_text(WRONG)
+    (git_repo / "test_calc.py").write_text(TEST)
+    (git_repo / ".gitignore").write_text("__pycache__/\n")
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    with open(git_repo / ".specflux" / "config.toml", "a") as f:
+        f.write(f'\n[validate]\ncommand = "{sys.executable} test_calc.py"\n')
+    assert run(capsys, git_repo, "new", "Fix add", "--ac", "add returns the sum")[0] == 0
+    assert run(capsys, git_repo, "new", "Document add", "--dep", "1", "--ac", "README explains add")[0] == 0
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "project")
+    return git_repo
+
+
+def chain_output(task_file: Path, summary: str) -> list[Reply]:
+    """The coder's hand-off: read the task file, then write its chain output in place."""
+    section = (f"### Summary\n{summary}\n\n### For Downstream Tasks\n{summary}\n")
+    return [Reply(calls=[call("Read", file_path=str(task_file))]),
+            Reply(calls=[call("Edit", file_path=str(task_file), old_string=PLACEHOLDER, new_string=section)])]
+
+
+def review(approved: bool, criterion: str, issues: list[dict] | None = None) -> Reply:
+    verdict = {"approved": approved, "issues": issues or [],
+               "criteria_results": [{"criterion": criterion, "met": approved}]}
+    command = f"specflux submit-review --json - <<'EOF'\n{json.dumps(verdict)}\nEOF"
+    return Reply(calls=[call("Bash", command=command, description="hand in the review")])
+
+
+def test_a_whole_run_with_the_real_claude_code(project, tmp_path):
+    task1 = project / ".specflux" / "task-states" / "task-1-state.md"
+    task2 = project / ".specflux" / "task-states" / "task-2-state.md"
+    calc = project / "src" / "calc.py"
+    issue = {"severity": "major", "description": "README does not say what add returns"}
+    turns = [
+        # task 1, coder 1: a wrong fix; the engine's [validate] fails it
+        Reply(calls=[call("Bash", command="cat src/calc.py && echo $SPECFLUX_ROLE", description="look")]),
+        Reply(calls=[call("Write", file_path=str(calc), content=STILL_WRONG)]),
+        Reply(text="I changed add."),
+        # task 1, coder 2: told which test failed, fixes it, ticks the criterion, hands off
+        Reply(calls=[call("Read", file_path=str(calc))]),
+        Reply(calls=[call("Edit", file_path=str(calc), old_string="a * b", new_string="a + b")]),
+        Reply(calls=[call("Bash", command="python3 test_calc.py && specflux check 1 1", description="test, tick")]),
+        *chain_output(task1, "add() returns a + b"),
+        Reply(text="Fixed add; the test passes."),
+        # task 1, reviewer: approves
+        review(True, "add returns the sum"), Reply(text="Approved."),
+        # task 2, coder 1: a README, handed off
+        Reply(calls=[call("Write", file_path=str(project / "README.md"), content="# project\n\nadd(a, b).\n")]),
+        Reply(calls=[call("Bash", command="specflux check 2 1", description="tick")]),
+        *chain_output(task2, "README explains add"),
+        Reply(text="Documented."),
+        # task 2, reviewer: rejects
+        review(False, "README explains add", [issue]), Reply(text="Rejected."),
+        # task 2, coder 2: answers the rejection
+        Reply(calls=[call("Write", file_path=str(project / "README.md"),
+                          content="# project\n\nadd(a, b) returns the sum of a and b.\n")]),
+        Reply(text="README now says what add returns."),
+        # task 2, reviewer 2: approves
+        review(True, "README explains add"), Reply(text="Approved."),
+    ]
+    with ClaudeCodeServer(turns) as server:
+        env = claude_env(server, tmp_path / "home")
+        done = specflux(project, "flow", "start", "--all", "--agent", "claude", env=env)
+        requests = list(server.requests)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert len(requests) == len(turns), f"{len(requests)} agent requests for {len(turns)} scripted turns"
+    # the real CLI read the real context: the task, its role, and on the retry the failed test
+    first = json.dumps(requests[0]["messages"][0])
+    assert "Fix add" in first and "add returns the sum" in first
+    retry = json.dumps(requests[3]["messages"][0])
+    assert "AssertionError" in retry or "failed" in retry.lower(), retry[:2000]
+    answer = json.dumps(requests[len(turns) - 4]["messages"][0])
+    assert "README does not say what add returns" in answer
+    # its real tools ran: Bash saw the role in its environment; the reviewer's tools were read-only ones
+    tool_results = json.dumps(requests[1]["messages"])
+    assert "return a - b" in tool_results and "coder" in tool_results
+    reviewer_tools = {tool["name"] for tool in requests[10]["tools"]}
+    assert "Bash" in reviewer_tools and not {"Edit", "Write"} & reviewer_tools
+    # the run: both tasks complete and wired, the code fixed, a rejection answered
+    state = json.loads(specflux(project, "flow", "status", "--json", env=env).stdout)
+    assert state["status"] == "completed", state
+    assert [t["status"] for t in state["tasks"]] == ["complete", "complete"]
+    assert state["taskAttempts"] == {"1": 2, "2": 2}
+    assert calc.read_text() == RIGHT
+    assert "returns the sum" in (project / "README.md").read_text()
+    shown = json.loads(specflux(project, "show", "2", "--json", env=env).stdout)
+    assert shown["chain_inputs"][0]["body"].startswith("add() returns a + b")
+    assert shown["status"] == "complete"
+    roles = git(project, "log", "--format=%(trailers:key=Specflux-Role,valueonly)").split()
+    assert roles.count("coder") == 4 and roles.count("reviewer") == 3
+    # usage came from Claude Code's own result lines
+    assert state["metrics"]["inputTokens"] > 0

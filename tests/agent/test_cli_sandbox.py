@@ -1,0 +1,88 @@
+"""An agent CLI runs in the sandbox of `run_command` (agent/confine.py): a misbehaving agent script,
+run by the real `specflux run --agent command`, tries to write outside the repository, into
+`.git/` and `.specflux/config.toml`, and into its HOME; only its work in the repository and its
+hand-off through `specflux` get through. `--no-sandbox` lets it out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import run
+
+from specflux.agent.sandbox import choose
+
+SANDBOX = choose("auto")
+pytestmark = pytest.mark.skipif(not SANDBOX.confined, reason=f"no sandbox on this system: {SANDBOX.reason}")
+
+AGENT = '''\
+import json, os, subprocess, sys
+outside, report = sys.argv[1], {}
+def attempt(name, path):
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("mischief")
+        report[name] = "written"
+    except OSError as e:
+        report[name] = type(e).__name__
+attempt("outside", outside)
+attempt("git_hook", os.path.join(".git", "hooks", "pre-commit"))
+attempt("config", os.path.join(".specflux", "config.toml"))
+attempt("real_home", os.path.join(os.environ["REAL_HOME"], ".agentrc"))
+attempt("own_home", os.path.join(os.environ["HOME"], ".agentrc"))
+attempt("work", os.path.join("src", "work.py"))
+report["check"] = subprocess.run(["specflux", "check", "1", "1"], capture_output=True, text=True).returncode
+report["home"] = os.environ["HOME"]
+with open("report.json", "w") as f:
+    json.dump(report, f)
+'''
+
+
+@pytest.fixture
+def project(git_repo: Path, capsys, tmp_path) -> Path:
+    (git_repo / "agent.py").write_text(AGENT)
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    assert run(capsys, git_repo, "new", "Do work", "--ac", "work is done")[0] == 0
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "project")
+    return git_repo
+
+
+def agent_run(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": "auto", "HOME": str(home), "REAL_HOME": str(home),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    cmd = f"{sys.executable} agent.py {tmp_path / 'outside.txt'}"
+    done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), "run", "1", "--agent", "command",
+                           "--cmd", cmd, *extra], capture_output=True, text=True, env=env, timeout=300)
+    report = json.loads((repo / "report.json").read_text())
+    return done, report
+
+
+def test_a_sandboxed_agent_cli_writes_only_its_work_and_its_hand_off(project, tmp_path):
+    config = (project / ".specflux" / "config.toml").read_bytes()
+    done, report = agent_run(project, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["outside"] != "written" and not (tmp_path / "outside.txt").exists()
+    assert report["git_hook"] != "written" and not (project / ".git" / "hooks" / "pre-commit").exists()
+    assert report["config"] != "written" and (project / ".specflux" / "config.toml").read_bytes() == config
+    assert report["real_home"] != "written" and not (tmp_path / "home" / ".agentrc").exists()
+    assert report["own_home"] == "written" and report["home"] != str(tmp_path / "home")  # a private HOME
+    assert report["work"] == "written" and (project / "src" / "work.py").read_text() == "mischief"
+    assert report["check"] == 0  # the hand-off through specflux gets through
+    shown = json.loads(subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(project), "show", "1",
+                                       "--json"], capture_output=True, text=True).stdout)
+    assert shown["criteria"][0]["checked"] is True
+
+
+def test_no_sandbox_lets_the_agent_out(project, tmp_path):
+    done, report = agent_run(project, tmp_path, "--no-sandbox")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["outside"] == "written" and (tmp_path / "outside.txt").exists()
