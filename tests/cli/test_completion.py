@@ -17,6 +17,10 @@ from specflux.cli.completion import tree
 from specflux.cli.main import main
 from specflux.cli.parser import build_parser
 
+from specflux.agent.presets import names as _agent_names
+
+AGENT_NAMES = _agent_names()  # the backends, then the presets (presets.PRESETS)
+
 ZCAP = Path(__file__).resolve().parents[1] / "fixtures" / "zsh_capture.zsh"
 
 
@@ -74,7 +78,7 @@ def test_the_model_knows_what_completes_what():
     assert {o.names[-1]: o.kind for o in model["set"].options}["--add-dep"] == "task"
     assert {o.names[-1]: o.kind for o in model["new"].options}["--id"] == "text"  # a new id, not an existing one
     assert model["flow status"].positional_kind() == "run"
-    assert {o.names[-1]: o.choices for o in model["flow start"].options}["--agent"] == ["anthropic", "command", "replay"]
+    assert {o.names[-1]: o.choices for o in model["flow start"].options}["--agent"] == AGENT_NAMES
     assert model["import"].positional_kind() == "file"
     assert [c.path[-1] for c in model["flow"].commands][:3] == ["start", "list", "status"]
 
@@ -117,7 +121,7 @@ def test_bash_script_registers_and_completes(scripts, workspace):
         ["complete"],
         ["--help", "--json", "--status"],
         ["approve", "list", "log", "pause", "reject", "replay", "resume", "start", "status", "stop"],
-        ["command"],
+        sorted(n for n in AGENT_NAMES if n.startswith("c")),
         ["1", "2", "T3"],
         [],
         ["bash", "fish", "zsh"],
@@ -175,7 +179,7 @@ def test_zsh_script_registers_with_compdef(scripts):
     ("specflux li", ["lint", "list"]),
     ("specflux show ", ["1", "2", "T3"]),
     ("specflux list --status c", ["complete"]),
-    ("specflux flow start --agent ", ["anthropic", "command", "replay"]),
+    ("specflux flow start --agent ", AGENT_NAMES),
     ("specflux set 2 --add-dep ", ["1", "2", "T3"]),
 ])
 def test_zsh_completes_in_an_interactive_shell(scripts, workspace, line, expected):
