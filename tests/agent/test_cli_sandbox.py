@@ -86,3 +86,39 @@ def test_no_sandbox_lets_the_agent_out(project, tmp_path):
     done, report = agent_run(project, tmp_path, "--no-sandbox")
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["outside"] == "written" and (tmp_path / "outside.txt").exists()
+
+
+FAKE_AGENT = Path(__file__).resolve().parents[1] / "fixtures" / "fake_flow_agent.py"
+
+
+def test_parallel_lanes_write_only_their_own_worktree(git_repo, capsys, tmp_path):
+    """Two lanes at once, each agent CLI in its own worktree's sandbox: the coders' work, their
+    task files and the reviewers' hand-ins (in the run's folder, outside the worktree) get
+    through; a write to the main checkout, outside, or into the worktree's git does not."""
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    assert run(capsys, git_repo, "new", "One", "--ac", "one.txt exists")[0] == 0
+    assert run(capsys, git_repo, "new", "Two", "--ac", "two.txt exists")[0] == 0
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "tasks")
+    outside = tmp_path / "outside"
+    mischief = (f"echo bad > {outside}-$SPECFLUX_TASK_ID; echo bad > {git_repo}/main-$SPECFLUX_TASK_ID.txt; "
+                "echo bad > \"$(git rev-parse --git-dir)/mischief-$SPECFLUX_TASK_ID\"")
+    plan = {"coder:1": [{"sh": mischief, "write": {"one.txt": "1\n"}, "check": True, "chain": "one"}],
+            "coder:2": [{"sh": mischief, "write": {"two.txt": "2\n"}, "check": True, "chain": "two"}],
+            "reviewer": [{"approved": True}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": "auto", "FAKE_PLAN": str(tmp_path / "plan.json"),
+           "FAKE_STATE": ".specflux/cache/agent-state",  # relative: inside each lane's worktree
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = f"{sys.executable} {FAKE_AGENT}"
+    done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(git_repo), "flow", "start", "--all",
+                           "--parallel", "2", "--agent", "command", "--cmd", cmd], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    state = json.loads(subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(git_repo), "flow",
+                                       "status", "--json"], capture_output=True, text=True).stdout)
+    assert [t["status"] for t in state["tasks"]] == ["complete", "complete"]
+    assert (git_repo / "one.txt").read_text() == "1\n" and (git_repo / "two.txt").read_text() == "2\n"
+    assert not list(tmp_path.glob("outside-*"))
+    assert not list(git_repo.glob("main-*.txt"))
+    assert not list((git_repo / ".git").rglob("mischief-*"))
