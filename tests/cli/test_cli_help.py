@@ -144,6 +144,7 @@ JSON_CASES = {
     "flow list": ["flow", "list", "--json"],
     "flow status": ["flow", "status", "--json"],
     "flow log": ["flow", "log", "--json"],
+    "claims": ["claims", "--json"],
 }
 
 
@@ -153,6 +154,10 @@ def test_every_json_command_is_checked_below():
 
 def test_every_json_command_prints_valid_json(project, capsys, api, monkeypatch):
     monkeypatch.chdir(project)
+    bare = project.parent / "origin.git"  # `claims` reads a remote's claims
+    git(project.parent, "init", "-q", "--bare", str(bare))
+    git(project, "remote", "add", "origin", str(bare))
+    git(project, "push", "-q", "origin", "main")
     outputs = {}
     for name, args in JSON_CASES.items():
         if name == "plan":
@@ -168,6 +173,7 @@ def test_every_json_command_prints_valid_json(project, capsys, api, monkeypatch)
     assert outputs["ready"] == [listed[row["id"]] for row in outputs["ready"]], "ready rows are list rows"
     assert outputs["graph"]["edges"] == [{"from": "1", "to": "2"}]
     assert outputs["flow list"] and outputs["flow status"]["runId"] == outputs["flow list"][-1]["runId"]
+    assert outputs["claims"] == []
 
 
 def test_ready_json_rows_are_list_json_rows_in_ready_order(tmp_path, capsys):
