@@ -104,7 +104,8 @@ def queue_status(args) -> int:
     from specflux.base.escape import safe
     from specflux.flow.remote.queue import queue_state
 
-    state = queue_state(_claims(args))
+    claims = _claims(args)
+    state = queue_state(claims)
     if args.json:
         emit_json(state)
         return 0
@@ -120,7 +121,17 @@ def queue_status(args) -> int:
     for worker, tasks in state["workers"].items():
         lines.append(safe(f"  {worker}: task(s) {', '.join(tasks)}"))
     lines.append(_claim_table(state["claims"], state["remote"]))
+    lines += worker_lines(open_manager(args.root).ws.dir)
     print("\n".join(lines))
     return 0
 
 
+
+
+def worker_lines(ws_dir) -> list[str]:
+    """What the worker in this clone is doing (`flow status`), as lines; [] when none runs here."""
+    from specflux.base.escape import safe
+    from specflux.flow.remote.note import WorkerNote, describe
+
+    note = WorkerNote(ws_dir).read()
+    return [safe(f"  {describe(note)}")] if note else []

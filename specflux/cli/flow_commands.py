@@ -195,6 +195,9 @@ def flow_status(args) -> int:
                      f"  {safe(t['title'])}")
     for task_id, branch in (state.get("stoppedBranches") or {}).items():
         lines.append(safe(f"  task {task_id}'s unfinished work is kept on {branch}"))
+    from specflux.cli.claims_commands import worker_lines
+
+    lines += worker_lines(run.ws.dir)  # a worker of a shared queue in this clone: what it is doing
     print("\n".join(lines))
     return 0
 

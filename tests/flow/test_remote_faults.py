@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import git
 from remote_kit import (Daemon, claims_on, clone, coder, completions, env_for, log_of, make_origin, remote_status,
-                        worker)
+                        specflux, worker)
 
 
 def _wait_for(path: Path, timeout: float = 60) -> None:
@@ -34,7 +34,11 @@ def test_the_remote_going_away_mid_run_and_a_persons_push_meanwhile_lose_nothing
         task_file.write_text(text.replace("(describe the task in 2-5 sentences)", "Four, as a person wrote it by hand."))
         git(person, "commit", "-q", "-am", "hand edit to task 4")
         git(person, "push", "-q", "origin", "main")
-        time.sleep(4.0)
+        said, end = "", time.time() + 8.0
+        while "waiting for the remote since" not in said and time.time() < end:  # as another terminal sees it
+            said = specflux(a, "flow", "status", check=False).stdout + specflux(b, "flow", "status", check=False).stdout
+            time.sleep(0.2)
+        assert "waiting for the remote since" in said and "work kept locally" in said, said
         assert all(p.poll() is None for p in procs)  # waiting, not failing
         daemon.start()
         codes = [p.wait(timeout=180) for p in procs]

@@ -51,9 +51,10 @@ class Remote:
     """The remote `name` as seen from the clone at `root`, whose branch `branch` is the queue's."""
 
     def __init__(self, root: Path, name: str, branch: str, *, give_up_s: float = 3600.0,
-                 say: Callable[[str], None] = lambda line: None, sleep: Callable[[float], None] = time.sleep):
+                 say: Callable[[str], None] = lambda line: None, sleep: Callable[[float], None] = time.sleep,
+                 on_wait: Callable[[float | None], None] = lambda since: None):
         self.root, self.name, self.branch = root, name, branch
-        self.give_up_s, self.say, self.sleep = give_up_s, say, sleep
+        self.give_up_s, self.say, self.sleep, self.on_wait = give_up_s, say, sleep, on_wait
         self.waiting_since: float | None = None  # when the remote stopped answering, while it does not
 
     @property
@@ -77,11 +78,13 @@ class Remote:
             if answered:
                 if self.waiting_since is not None:
                     self.say(f"the remote {self.name} answers again")
-                self.waiting_since = None
+                    self.waiting_since = None
+                    self.on_wait(None)
                 return text
             attempt += 1
             if self.waiting_since is None:
                 self.waiting_since = time.time()
+                self.on_wait(self.waiting_since)
                 self.say(f"waiting for the remote {self.name} ({what}: {_last_line(text)}); work is kept locally")
             if time.monotonic() - began > self.give_up_s:
                 raise Unreachable(f"the remote {self.name} did not answer for {self.give_up_s:g} s ({what}): "

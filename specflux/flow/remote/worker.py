@@ -24,6 +24,7 @@ from specflux.base.errors import UsageError
 from specflux.flow.remote.claims import Claim, Claims
 from specflux.flow.remote.integrate import Integrated, ensure_driver, integrate, keep_conflicted
 from specflux.flow.remote.lease import Lease
+from specflux.flow.remote.note import WorkerNote
 from specflux.flow.remote.transport import Remote
 
 if TYPE_CHECKING:
@@ -75,7 +76,10 @@ class Worker:
         if not branch:
             raise UsageError("a worker works from a branch: check out the queue's branch (not a detached HEAD)")
         self.home = branch
-        self.remote = Remote(root, options.remote, branch, give_up_s=options.give_up_s, say=say)
+        self.note = WorkerNote(open_manager().ws.dir)
+        self.remote = Remote(root, options.remote, branch, give_up_s=options.give_up_s, say=say,
+                             on_wait=lambda since: self.note.write(waitingSince=None if since is None else
+                                                                   time.strftime("%H:%M:%S", time.localtime(since))))
         if self.remote.git("remote", "get-url", options.remote).returncode:
             raise UsageError(f"no git remote {options.remote!r} here (see `git remote -v`)")
         self.claims = Claims(self.remote, options.lease_s, options.skew_s)
@@ -89,6 +93,7 @@ class Worker:
             raise UsageError("a worker needs a clean tree (it checks out what the remote has): commit or put away "
                              f"{', '.join(line[3:] for line in dirty.splitlines()[:5])}")
         ensure_driver(self.root)
+        self.note.write(worker=self.options.worker, remote=self.remote.name, branch=self.home, doing="looking for a task")
         try:
             while True:
                 self.remote.fetch()
@@ -118,9 +123,12 @@ class Worker:
                     continue
                 self.report.timings["claim"].append(time.monotonic() - began)
                 self.say(f"task {task}: claimed by {self.options.worker} (run {run_id}, lease {self.options.lease_s:g} s)")
+                self.note.write(doing=f"working (run {run_id})", task=task)
                 self._work(task, claim, run_id)
+                self.note.write(doing="looking for a task", task=None)
         finally:
             self._go_home()
+            self.note.clear()
         return self.report
 
     def _checkout_tip(self) -> None:
@@ -168,6 +176,7 @@ class Worker:
             state = self._run(task, run_id, current)
             renewals = lease.renewals
             if lease.lost is None and state is not None and state["status"] in ("completed", "failed"):
+                self.note.write(doing=f"integrating (run {run_id}) into {self.remote.name}/{self.remote.branch}")
                 result = integrate(self.remote, lease, task, say=self.say)
             else:
                 result = None
