@@ -126,6 +126,10 @@ class Worker:
                 self.note.write(doing=f"working (run {run_id})", task=task)
                 self._work(task, claim, run_id)
                 self.note.write(doing="looking for a task", task=None)
+                from specflux.base import interrupts
+
+                if interrupts.pressed:  # Ctrl-C: the run paused, its claim released; no next task
+                    break
         finally:
             self._go_home()
             self.note.clear()
@@ -152,9 +156,11 @@ class Worker:
     # ------------------------------------------------------------------ one task
 
     def _work(self, task: str, claim: Claim, run_id: str) -> None:
+        seen = self.remote.rev(self.remote.tracking)
         self.remote.fetch()  # claimed: is it still to do? (another worker may have integrated it just now)
-        self._checkout_tip()
-        if task not in self._ready():
+        if self.remote.rev(self.remote.tracking) != seen:
+            self._checkout_tip()
+        if self.remote.rev(self.remote.tracking) != seen and task not in self._ready():
             self.claims.release(task, claim.sha)
             self.say(f"task {task}: done on the remote already; claim released")
             return
@@ -173,7 +179,13 @@ class Worker:
                 runs.control(run, "stop", note=f"lost the claim on task {task}: {why}")
 
         with Lease(self.claims, claim, self.options.worker, run_id, on_lost=on_lost) as lease:
-            state = self._run(task, run_id, current)
+            try:
+                state = self._run(task, run_id, current)
+            except BaseException:  # the run could not start or was cut short: the claim is not left behind
+                with lease.held() as held:
+                    lease.stop_renewing()
+                    self.claims.release(task, held.sha)
+                raise
             renewals = lease.renewals
             if lease.lost is None and state is not None and state["status"] in ("completed", "failed"):
                 self.note.write(doing=f"integrating (run {run_id}) into {self.remote.name}/{self.remote.branch}")
