@@ -34,3 +34,6 @@ def test_two_workers_share_a_queue_each_task_done_once_and_dependents_wait_for_t
     assert status["claims"] == [] and all(status["tasks"][t] == "complete" for t in "1234")
     assert status["metrics"]["tasksCompleted"] == 4 and status["metrics"]["totalAttempts"] == 4
     assert len(status["runs"]) == 4
+    text = specflux(b, "flow", "status", "--remote", "origin").stdout
+    assert "queue on origin/main" in text and "4 complete" in text and "4 run(s) integrated" in text
+    assert "no claims on origin" in text
