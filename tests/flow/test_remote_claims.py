@@ -98,3 +98,26 @@ def test_renewal_takeover_by_compare_and_swap_and_the_claims_command(tmp_path):
     assert specflux(b, "claims", "release", "1").stdout.startswith("released the claim of wb (run run-b) on task 1")
     assert json.loads(specflux(a, "claims", "--json").stdout) == []
     assert specflux(a, "claims", "release", "1", check=False).returncode != 0
+
+
+def test_an_integration_whose_claim_was_taken_over_is_refused_and_says_by_whom(tmp_path):
+    from specflux.flow.remote.claims import Claims
+    from specflux.flow.remote.integrate import integrate
+    from specflux.flow.remote.lease import Lease
+    from specflux.flow.remote.transport import Remote
+
+    bare = make_origin(tmp_path, [("Only", [])])
+    a, b = clone(str(bare), tmp_path / "a"), clone(str(bare), tmp_path / "b")
+    ca, cb = Claims(Remote(a, "origin", "main"), lease_s=60), Claims(Remote(b, "origin", "main"), lease_s=60)
+    mine = ca.create("1", "wa", "run-a")
+    lease = Lease(ca, mine, "wa", "run-a", every_s=3600)  # no renewal comes before the push
+    assert cb.swap(cb.read()["1"], "wb", "run-b") is not None  # taken over (as if the lease had run out)
+    (a / "out.txt").write_text("wa's result\n")
+    git(a, "add", "out.txt")
+    git(a, "commit", "-q", "-m", "wa's result")
+    before = git(bare, "rev-parse", "main")
+    result = integrate(ca.remote, lease, "1")
+    assert result.outcome == "lost" and result.detail == "its claim was taken over by wb (run run-b)"
+    assert git(bare, "rev-parse", "main") == before  # the atomic push moved nothing
+    assert [r for r in git(bare, "for-each-ref", "--format=%(refname)", "refs/specflux/claims/").split()] == \
+        ["refs/specflux/claims/1"]

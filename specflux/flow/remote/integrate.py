@@ -72,8 +72,7 @@ def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], N
             holder = remote.remote_ref(ref)
             if holder != claim.sha:
                 lease.stop_renewing()
-                why = "its claim was released" if holder is None else "its claim was taken over"
-                return Integrated("lost", why, tries, seconds=time.monotonic() - began)
+                return Integrated("lost", lease.what_became(), tries, seconds=time.monotonic() - began)
         wait = backoff(tries, base=0.1, cap=5.0)
         say(f"task {task}: the remote branch moved while pushing; merging again in {wait:.1f} s (try {tries + 1})")
         sleep(wait)

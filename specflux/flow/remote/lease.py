@@ -69,14 +69,14 @@ class Lease:
         finally:
             self.renew_seconds += time.monotonic() - began
         if new is None:
-            self.lost = self._taker()
+            self.lost = self.what_became()
             self.on_lost(self.lost)
             return False
         self.claim = new
         self.renewals += 1
         return True
 
-    def _taker(self) -> str:
+    def what_became(self) -> str:
         """What became of the claim, as the remote says: who took it over, or that it is gone."""
         remote = self.claims.remote
         ref = self.claims.ref(self.claim.task)
