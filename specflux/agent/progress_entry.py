@@ -36,6 +36,7 @@ def entry_for(handoff: Handoff | None, outcome: SessionOutcome, stamp: str) -> S
     why = {
         "max_turns": "the session reached its turn limit",
         "token_budget": "the session spent its token budget",
+        "budget_usd": "the session spent its budget in money",
         "interrupted": "the session was interrupted",
         "error": f"the session stopped on an error: {outcome.error}",
         "end_turn": "the agent stopped without calling end_session",

@@ -33,8 +33,9 @@ from specflux.agent.backend import TOKEN_FIELDS, Usage
 
 KINDS = ("claude", "codex", "gemini", "aider", "opencode", "auto")
 
-_AIDER_TOKENS = re.compile(r"Tokens:\s*([\d.,]+[kKmM]?) sent(?P<rest>[^.\n]*?),?\s*([\d.,]+[kKmM]?) received")
-_AIDER_PART = re.compile(r"([\d.,]+[kKmM]?) cache (write|hit)")
+_AIDER_TOKENS = re.compile(r"Tokens:\s*([\d.]+[kKmM]?) sent(?P<rest>(?:,\s*[\d.]+[kKmM]? cache (?:write|hit))*)"
+                           r",\s*([\d.]+[kKmM]?) received")
+_AIDER_PART = re.compile(r"([\d.]+[kKmM]?) cache (write|hit)")
 _AIDER_COST = re.compile(r"Cost:\s*\$([\d.,]+) message,\s*\$([\d.,]+) session")
 _AIDER_MODEL = re.compile(r"^(?:Main model|Model):\s*(\S+)")
 _JSON_HINTS = ('"usage"', '"model"', '"stats"', '"step_finish"', '"tokens"')

@@ -20,6 +20,7 @@ GROUPS = {
     "claims_commands": ("claims",),
     "surface_commands": ("mcp", "board", "demo"),
     "completion": ("completion",),
+    "usage_commands": ("stats",),
 }
 MODULES = {name: module for module, names in GROUPS.items() for name in names}  # command -> module
 

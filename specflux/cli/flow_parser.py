@@ -43,6 +43,8 @@ examples:
     s.add_argument("--model", help="the model (default: [agent] model in config.toml)")
     s.add_argument("--max-iterations", type=int, metavar="N", help="steps the run may take in all")
     s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
+    s.add_argument("--budget-usd", type=float, metavar="X", help="US dollars the run may spend in all (priced by the "
+                   "agent CLI's own figure, else the pricing table; default: [flow] budget_usd, none)")
     s.add_argument("--parallel", type=int, metavar="N", help="work on up to N tasks whose dependencies are complete "
                    "at once, each coder attempt in its own git worktree, merged back by the run (default: [flow] "
                    "parallel, 1)")

@@ -133,6 +133,9 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("id", metavar="ID", help="the task's id")
     s.add_argument("--json", action="store_true", help="the commits as JSON, with session, status and usage")
 
+    s = cmd("stats", "tokens and cost of the agent sessions, per task and model and in total (from git)")
+    s.add_argument("--json", action="store_true", help="per task, run and model and in total, as JSON")
+
     s = cmd("graph", "the dependency graph as a Mermaid flowchart")
     s.add_argument("--json", action="store_true", help="nodes, edges, missing tasks, cycles and problems as JSON")
 

@@ -19,7 +19,7 @@ CONTROLS = ("pause", "resume", "stop", "approve", "reject")
 
 def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everything: bool = False,
           workflow: str = "queue", agents: Agents | None = None, max_iterations: int | None = None,
-          token_budget: int | None = None, parallel: int | None = None,
+          token_budget: int | None = None, budget_usd: float | None = None, parallel: int | None = None,
           say: Callable[[str], None] = lambda line: None, run_id: str | None = None) -> Run:
     """Create a run over `task_ids` (or every task not complete), in dependency order. The
     workflow is loaded and checked first: a broken one stops here, before anything is written.
@@ -50,6 +50,8 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         raise UsageError("--max-iterations must be at least 1")
     if token_budget is not None and token_budget < 1:
         raise UsageError("--token-budget must be at least 1")
+    if budget_usd is not None and not budget_usd > 0:
+        raise UsageError("--budget-usd must be more than 0 (US dollars)")
     agents = agents or Agents()
     git = manager.git
     if git is not None:
@@ -65,6 +67,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         "tasks": [_task_entry(manager, t, graph) for t in chosen],
         "maxIterations": max_iterations or cfg.max_iterations or default_run_cap(len(chosen), per_task),
         "tokenBudget": token_budget or cfg.token_budget or None,
+        "budgetUsd": budget_usd or cfg.budget_usd or None,
         "taskStepLimit": per_task,
         "stallRounds": cfg.stall_rounds or None,
         "baseCommit": _head(git),

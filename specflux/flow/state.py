@@ -14,15 +14,35 @@ from typing import Any, Iterable, Mapping
 RUN_STATUSES = ("created", "running", "paused", "completed", "failed", "user_exit")
 FINISHED = ("completed", "failed", "user_exit")
 TOKEN_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
+# Money: `costUsd` sums what the sessions cost where it is known; `costUnknown` counts sessions whose
+# model the pricing table does not know, `usageUnknown` those whose agent printed no usage at all.
+COST_KEYS = ("costUsd", "costUnknown", "usageUnknown")
 
 
 def empty_metrics() -> dict[str, int]:
     return {"tasksCompleted": 0, "tasksFailed": 0, "totalAttempts": 0, "totalReviews": 0,
-            **{k: 0 for k in TOKEN_KEYS}, "durationMs": 0}
+            **{k: 0 for k in TOKEN_KEYS}, "costUsd": 0.0, "costUnknown": 0, "usageUnknown": 0, "durationMs": 0}
+
+
+def add_usage(metrics: dict[str, Any], usage: Mapping[str, Any]) -> None:
+    """Add one session's usage (a step's `usage`: tokens, `costUsd`, `model`; or `{"unknown": true}`)."""
+    if not usage:
+        return  # a step that was no session (validate, merge)
+    if usage.get("unknown"):
+        metrics["usageUnknown"] = metrics.get("usageUnknown", 0) + 1
+        return
+    for key in TOKEN_KEYS:
+        metrics[key] = metrics.get(key, 0) + usage.get(key, 0)
+    cost = usage.get("costUsd")
+    if cost is None:
+        metrics["costUnknown"] = metrics.get("costUnknown", 0) + 1
+    else:
+        metrics["costUsd"] = round(metrics.get("costUsd", 0.0) + cost, 6)
 
 
 def task_metrics() -> dict[str, int]:
-    return {"attempts": 0, "reviews": 0, "steps": 0, **{k: 0 for k in TOKEN_KEYS}, "durationMs": 0}
+    return {"attempts": 0, "reviews": 0, "steps": 0, **{k: 0 for k in TOKEN_KEYS}, "costUsd": 0.0, "costUnknown": 0,
+            "usageUnknown": 0, "durationMs": 0}
 
 
 def fold(events: Iterable[dict[str, Any]], state: dict[str, Any] | None = None, *,
@@ -99,6 +119,7 @@ def _created(state: dict, e: dict) -> None:
         "controls": [],
         "stepTries": {},  # step id -> how often it finished (a retry runs the same step again)
         "stepErrors": {},  # step id -> how often it finished with an error
+        "budgetUsd": e.get("budgetUsd"),  # US dollars the run may spend (None: no money budget)
         "lastDecision": None,  # the last decision event, for its effects after a crash
         "requestedByLast": [],  # the step ids it requested so far (done ones leave openSteps)
         "booted": False,
@@ -192,10 +213,9 @@ def _step_finished(state: dict, e: dict) -> None:
                 own["validation"] = e["validation"]
     usage = e.get("usage") or {}
     per_task = state["taskMetrics"].get(step.get("taskId")) if step.get("taskId") else None
-    for key in TOKEN_KEYS:
-        state["metrics"][key] += usage.get(key, 0)
-        if per_task is not None:
-            per_task[key] += usage.get(key, 0)
+    add_usage(state["metrics"], usage)
+    if per_task is not None:
+        add_usage(per_task, usage)
     state["metrics"]["durationMs"] += e.get("durationMs", 0)
     if per_task is not None:
         per_task["durationMs"] += e.get("durationMs", 0)

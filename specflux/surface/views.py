@@ -107,6 +107,27 @@ def _without_line(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def money(cost: float | None) -> str:
+    """`$0.0123`, `$12.34`; None (not known) as `unknown`."""
+    if cost is None:
+        return "unknown"
+    return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
+
+
+def cost_text(metrics: dict[str, Any]) -> str:
+    """What sessions cost (a run's `metrics`, a task's `taskMetrics`, `stats`' rows): the money
+    where it is known, and how many sessions it leaves out; `unknown` when none was priced."""
+    unknown = metrics.get("costUnknown", 0) + metrics.get("usageUnknown", 0)
+    tokens = sum(metrics.get(k, 0) for k in ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens"))
+    cost = metrics.get("costUsd") or 0.0
+    if unknown and not cost and not tokens:
+        return "unknown"
+    text = money(cost)
+    if unknown:
+        text += f" + {unknown} session{'s' if unknown > 1 else ''} of unknown cost"
+    return text
+
+
 def human_size(size: int) -> str:
     return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
 

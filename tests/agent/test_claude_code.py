@@ -144,3 +144,63 @@ def test_a_whole_run_with_the_real_claude_code(project, tmp_path):
     assert roles.count("coder") == 4 and roles.count("reviewer") == 3
     # usage came from Claude Code's own result lines
     assert state["metrics"]["inputTokens"] > 0
+
+
+def test_one_session_with_run(project, tmp_path):
+    """`specflux run 1 --agent claude`: one coder session outside a run; its hand-off completes
+    the task, wired into task 2, and the commit carries Claude Code's own usage."""
+    task1 = project / ".specflux" / "task-states" / "task-1-state.md"
+    turns = [
+        Reply(calls=[call("Edit", file_path=str(project / "src" / "calc.py"), old_string="a - b",
+                          new_string="a + b")]),
+        Reply(calls=[call("Bash", command="python3 test_calc.py && specflux check 1 1", description="test")]),
+        *chain_output(task1, "add() returns a + b"),
+        Reply(text="Done."),
+    ]
+    with ClaudeCodeServer(turns) as server:
+        done = specflux(project, "run", "1", "--agent", "claude", env=claude_env(server, tmp_path / "home"))
+        tested = json.dumps(server.requests[2]["messages"][-1])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ok\\ntask 1: checked 1" in tested  # the test ran, and the tick, for real
+    assert (project / "src" / "calc.py").read_text() == RIGHT
+    shown = json.loads(specflux(project, "show", "2", "--json", env=dict(os.environ)).stdout)
+    assert shown["chain_inputs"][0]["body"].startswith("add() returns a + b")
+    trailers = git(project, "log", "-1", "--format=%(trailers:only,unfold)")
+    assert "Specflux-Task: 1" in trailers and "Specflux-Status: complete" in trailers
+    assert "Specflux-Input-Tokens: 500" in trailers  # 5 turns of 100, as Claude Code's result says
+
+
+def test_planning_with_plan(project, tmp_path):
+    """`specflux plan PRD --agent claude`: the planner reads the PRD with Read and hands its tasks
+    in with `specflux submit-tasks`; a hand-in with an unknown dependency is refused back to it."""
+    prd = project / "docs" / "prd.md"
+    prd.parent.mkdir()
+    prd.write_text("# Subtraction\n\nAdd sub(a, b) to src/calc.py, then document it.\n")
+    tasks = [{"key": "sub", "title": "Add sub", "requirements": "sub(a, b) returns a - b",
+              "acceptance_criteria": ["sub(5, 3) == 2"], "priority": 1, "complexity": "simple", "dependencies": []},
+             {"key": "sub-docs", "title": "Document sub", "requirements": "README explains sub",
+              "acceptance_criteria": ["README mentions sub"], "priority": 2, "complexity": "simple",
+              "dependencies": ["sub"]}]
+    wrong = [tasks[0], {**tasks[1], "dependencies": ["subtract"]}]
+
+    def hand_in(items):
+        payload = json.dumps({"tasks": items})
+        return Reply(calls=[call("Bash", command=f"specflux submit-tasks --json - <<'EOF'\n{payload}\nEOF",
+                                 description="hand in the tasks")])
+
+    turns = [Reply(calls=[call("Read", file_path=str(prd))]), hand_in(wrong), hand_in(tasks), Reply(text="Planned.")]
+    with ClaudeCodeServer(turns) as server:
+        done = specflux(project, "plan", str(prd), "--agent", "claude", "--json",
+                        env=claude_env(server, tmp_path / "home"))
+        assert len(server.requests) >= 3, done.stdout[-3000:] + done.stderr[-3000:]
+        refusal = json.dumps(server.requests[2]["messages"][-1])
+        planner_tools = {tool["name"] for tool in server.requests[0]["tools"]}
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "subtract" in refusal  # the refusal named the unknown dependency, back to the agent
+    assert not {"Edit", "Write"} & planner_tools
+    # stdout: Claude Code's own stream (passed through), then plan's JSON
+    result = json.loads(done.stdout[max(done.stdout.rfind('\n{"prd"'), done.stdout.rfind('\n{\n  "prd"')):])
+    assert [t["title"] for t in result["tasks"]] == ["Add sub", "Document sub"]
+    created = {t["key"]: t["id"] for t in result["tasks"]}
+    shown = json.loads(specflux(project, "show", created["sub-docs"], "--json", env=dict(os.environ)).stdout)
+    assert shown["dependencies"] == [created["sub"]]

@@ -37,7 +37,7 @@ class StepResult:
     status: str  # "OK" or "ERROR"
     output: dict[str, Any] | None
     validation: dict[str, Any] | None = None
-    usage: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
     duration_ms: int = 0
     error: AgentErrorInfo | None = None
     chain_output: dict[str, str] | None = None
@@ -95,6 +95,7 @@ class Roles:
         self._note = ""
         self._lanes = 1
         self._budget_left: int | None = None
+        self._budget_left_usd: float | None = None
 
     def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1) -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
@@ -117,6 +118,8 @@ class Roles:
         self._stamp = stamp
         left = _budget_left(state)
         self._budget_left = None if left is None else left // self._lanes  # lanes at once: a share each
+        money = _budget_left_usd(state)
+        self._budget_left_usd = None if money is None else max(money, 0.0) / self._lanes
         kind = step["kind"]
         if kind == "coder":
             return self.coder(step, state)
@@ -195,6 +198,7 @@ class Roles:
         report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits, clock=clock,
                              role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
                              say=self.say, model=self.agents.model, handin=handin, token_budget=self._session_budget(),
+                             budget_usd=self._budget_left_usd,
                              baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True, **options)
         if report.stop == "interrupted":
             raise Interrupted(report.error or "interrupted")
@@ -236,9 +240,7 @@ class Roles:
             return None
         c = found[0]
         t = c.trailers
-        usage = {"inputTokens": int(t.get("Specflux-Input-Tokens", 0)), "outputTokens": int(t.get("Specflux-Output-Tokens", 0)),
-                 "cacheReadTokens": int(t.get("Specflux-Cache-Read-Tokens", 0)),
-                 "cacheWriteTokens": int(t.get("Specflux-Cache-Write-Tokens", 0))}
+        usage = usage_of_trailers(t)
         stop = t.get("Specflux-Stop", "end_session")
         return {"stop": stop, "ok": stop in ("end_session", "end_turn"), "session": int(t.get("Specflux-Session", 0) or 0),
                 "commit": c.sha, "error": None, "usage": usage, "code": f"commit {c.sha[:12]}", "review": None,
@@ -417,12 +419,41 @@ def _budget_left(state: dict[str, Any]) -> int | None:
     return budget - sum((state.get("metrics") or {}).get(k, 0) for k in TOKEN_KEYS)
 
 
-def _usage(report) -> dict[str, int]:
+def _budget_left_usd(state: dict[str, Any]) -> float | None:
+    """US dollars the run may still spend, or None without a money budget."""
+    budget = state.get("budgetUsd")
+    if not budget:
+        return None
+    return budget - (state.get("metrics") or {}).get("costUsd", 0.0)
+
+
+def _usage(report) -> dict[str, Any]:
+    """A session's usage as a step's event carries it (flow/state.py `add_usage` reads it)."""
     u = report.outcome.usage if report.outcome is not None else None
     if u is None:
         return {}
-    return {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens,
-            "cacheReadTokens": u.cache_read_input_tokens, "cacheWriteTokens": u.cache_creation_input_tokens}
+    if not u.known:
+        return {"unknown": True}
+    out: dict[str, Any] = {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens,
+                           "cacheReadTokens": u.cache_read_input_tokens, "cacheWriteTokens": u.cache_creation_input_tokens,
+                           "costUsd": None if u.cost_usd is None else round(u.cost_usd, 6)}
+    if u.model:
+        out["model"] = u.model
+    return out
+
+
+def usage_of_trailers(t: dict[str, str]) -> dict[str, Any]:
+    """A committed session's usage, from its trailers (as `_usage` gives it)."""
+    if t.get("Specflux-Usage") == "unknown":
+        return {"unknown": True}
+    out: dict[str, Any] = {key: int(t.get(f"Specflux-{name}-Tokens", 0) or 0) for key, name in (
+        ("inputTokens", "Input"), ("outputTokens", "Output"), ("cacheReadTokens", "Cache-Read"),
+        ("cacheWriteTokens", "Cache-Write"))}
+    cost = t.get("Specflux-Cost-Usd")
+    out["costUsd"] = float(cost) if cost else None
+    if t.get("Specflux-Model"):
+        out["model"] = t["Specflux-Model"]
+    return out
 
 
 def _ms(started: float) -> int:

@@ -10,6 +10,9 @@ empty. So a run is finite by default:
 - **Steps per run**: the tasks times that allowance, between FLOOR and CEILING, unless
   `--max-iterations` or `[flow] max_iterations` says otherwise. The run then fails `max_iterations`.
 - **Tokens per run**: `[flow] token_budget` (config.py has the default) unless `--token-budget`.
+- **Money per run**: `[flow] budget_usd` unless `--budget-usd` (none by default): what the sessions
+  cost, priced by agent/pricing.py (a session whose cost is not known counts nothing: said in
+  `flow status`).
 - **Rounds without change**: the same task going round `[flow] stall_rounds` times with the same
   tree, the same test result and the same review issues ends the run `stalled`.
 
@@ -57,6 +60,10 @@ def limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None) -> 
     used = sum(state["metrics"][k] for k in TOKEN_KEYS)
     if budget and used >= budget:
         return f"token_budget: the run used {used:,} tokens of its budget of {budget:,}"
+    budget_usd = state.get("budgetUsd")
+    spent = state["metrics"].get("costUsd", 0.0)
+    if budget_usd and spent >= budget_usd:
+        return f"budget_usd: the run spent ${spent:,.4f} of its budget of ${budget_usd:,.2f}"
     rounds = state.get("stallRounds")
     task_id = (step or {}).get("taskId")
     if rounds and task_id and (step or {}).get("kind") == "coder":
