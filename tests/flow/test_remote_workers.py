@@ -37,3 +37,21 @@ def test_two_workers_share_a_queue_each_task_done_once_and_dependents_wait_for_t
     text = specflux(b, "flow", "status", "--remote", "origin").stdout
     assert "queue on origin/main" in text and "4 complete" in text and "4 run(s) integrated" in text
     assert "no claims on origin" in text
+
+
+def test_two_upstreams_integrated_by_two_workers_both_reach_their_dependent_over_git_daemon(tmp_path):
+    bare = make_origin(tmp_path, [("Apples", []), ("Pears", []), ("Salad", ["1", "2"])])
+    env = env_for(tmp_path, {"coder:1": [coder("1", 1.0)], "coder:2": [coder("2", 1.0)], "coder:3": [coder("3")]})
+    with Daemon(tmp_path) as daemon:
+        a, b = clone(daemon.url("origin.git"), tmp_path / "a"), clone(daemon.url("origin.git"), tmp_path / "b")
+        procs = [worker(a, "wa", env), worker(b, "wb", env)]
+        codes = [p.wait(timeout=180) for p in procs]
+    logs = log_of(a, "wa") + log_of(b, "wb")
+    assert codes == [0, 0], logs
+    assert all(remote_status(bare, t) == "complete" and completions(bare, t) == 1 for t in "123"), logs
+    # both workers wired their chain output into task 3's file on their own branches; the task-file
+    # merge driver kept both when the second integration merged the first
+    salad = git(bare, "show", "main:.specflux/task-states/task-3-state.md")
+    assert "### From Task #1" in salad and "### From Task #2" in salad
+    context = (tmp_path / "agent-state" / "coder-3-1.txt").read_text()
+    assert "out/1.txt written" in context and "out/2.txt written" in context
