@@ -87,8 +87,8 @@ class Remote:
                 self.on_wait(self.waiting_since)
                 self.say(f"waiting for the remote {self.name} ({what}: {_last_line(text)}); work is kept locally")
             if time.monotonic() - began > self.give_up_s:
-                raise Unreachable(f"the remote {self.name} did not answer for {self.give_up_s:g} s ({what}): "
-                                  f"{_last_line(text)}")
+                waited = f" for {self.give_up_s:g} s" if self.give_up_s > 0 else ""
+                raise Unreachable(f"the remote {self.name} did not answer{waited} ({what}): {_last_line(text)}")
             self.sleep(backoff(attempt, base=0.5, cap=10.0))
 
     def fetch(self) -> None:
