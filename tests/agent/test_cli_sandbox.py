@@ -16,6 +16,7 @@ from conftest import git
 from helpers import run
 
 from specflux.agent.sandbox import choose
+from specflux.base.errors import AgentError
 
 SANDBOX = choose("auto")
 pytestmark = pytest.mark.skipif(not SANDBOX.confined, reason=f"no sandbox on this system: {SANDBOX.reason}")
@@ -54,10 +55,10 @@ def project(git_repo: Path, capsys, tmp_path) -> Path:
     return git_repo
 
 
-def agent_run(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+def agent_run(repo: Path, tmp_path: Path, *extra: str, sandbox: str = "auto") -> tuple[subprocess.CompletedProcess, dict]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": "auto", "HOME": str(home), "REAL_HOME": str(home),
+    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": sandbox, "HOME": str(home), "REAL_HOME": str(home),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     cmd = f"{sys.executable} agent.py {tmp_path / 'outside.txt'}"
     done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), "run", "1", "--agent", "command",
@@ -66,9 +67,19 @@ def agent_run(repo: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Compl
     return done, report
 
 
-def test_a_sandboxed_agent_cli_writes_only_its_work_and_its_hand_off(project, tmp_path):
+def available(name: str) -> bool:
+    try:
+        return choose(name).confined
+    except AgentError:  # not on this system
+        return False
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "landlock"])
+def test_a_sandboxed_agent_cli_writes_only_its_work_and_its_hand_off(project, tmp_path, sandbox):
+    if not available(sandbox):
+        pytest.skip(f"{sandbox} is not available here")
     config = (project / ".specflux" / "config.toml").read_bytes()
-    done, report = agent_run(project, tmp_path)
+    done, report = agent_run(project, tmp_path, sandbox=sandbox)
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["outside"] != "written" and not (tmp_path / "outside.txt").exists()
     assert report["git_hook"] != "written" and not (project / ".git" / "hooks" / "pre-commit").exists()
