@@ -72,8 +72,6 @@ def work(args, agents, say) -> int:
 
     if args.ids or args.prd:
         raise UsageError("a worker takes its tasks from the shared queue: `flow start --all --remote NAME`, no IDs")
-    if args.parallel and args.parallel > 1:
-        raise UsageError("a worker runs one task at a time: start more workers (one per clone) instead of --parallel")
     manager = open_manager(args.root)
     if manager.git is None:
         raise UsageError("--remote needs a git clone of the shared repository")
@@ -85,9 +83,16 @@ def work(args, agents, say) -> int:
                       lease_s=lease, skew_s=cfg.skew_s, poll_s=cfg.poll_s, give_up_s=cfg.give_up_s,
                       workflow=args.workflow, max_iterations=args.max_iterations, token_budget=args.token_budget)
     root = Path(manager.git.root)
-    worker = Worker(root, options, agents, open_manager=lambda: open_manager(args.root), say=say)
-    print(f"worker {options.worker} on {options.remote}/{worker.home}", flush=True)
-    report = worker.run()
+    if args.parallel and args.parallel > 1:  # N workers in worktrees of this clone
+        from specflux.flow.remote.crew import run_crew
+
+        print(f"workers {options.worker}/1..{args.parallel} on {options.remote}", flush=True)
+        report = run_crew(root, options, agents, args.parallel, open_manager=lambda place: open_manager(str(place)),
+                          say=say)
+    else:
+        worker = Worker(root, options, agents, open_manager=lambda: open_manager(args.root), say=say)
+        print(f"worker {options.worker} on {options.remote}/{worker.home}", flush=True)
+        report = worker.run()
     done = ", ".join(f"{t} {s}" for t, s in report.integrated.items()) or "none"
     print(f"worker {options.worker}: integrated {len(report.integrated)} task(s) ({done})")
     for task, why in report.lost.items():

@@ -55,3 +55,22 @@ def test_two_upstreams_integrated_by_two_workers_both_reach_their_dependent_over
     assert "### From Task #1" in salad and "### From Task #2" in salad
     context = (tmp_path / "agent-state" / "coder-3-1.txt").read_text()
     assert "out/1.txt written" in context and "out/2.txt written" in context
+
+
+def test_one_clone_with_parallel_workers_in_worktrees_beside_a_worker_elsewhere(tmp_path):
+    bare = make_origin(tmp_path, [(f"Task {n}", []) for n in range(1, 6)])
+    env = env_for(tmp_path, {f"coder:{t}": [coder(t, 1.5)] for t in "12345"})
+    a, b = clone(str(bare), tmp_path / "a"), clone(str(bare), tmp_path / "b")
+    procs = [worker(a, "wa", env, "--parallel", "2"), worker(b, "wb", env)]
+    codes = [p.wait(timeout=180) for p in procs]
+    logs = log_of(a, "wa") + log_of(b, "wb")
+    assert codes == [0, 0], logs
+    assert all(remote_status(bare, t) == "complete" and completions(bare, t) == 1 for t in "12345"), logs
+    holders = {line.split("claimed by ")[1].split(" ")[0] for line in logs.splitlines() if "claimed by" in line}
+    assert {"wa/1", "wa/2"} <= holders, logs
+    spans = sorted(tuple(map(float, (tmp_path / "agent-state" / f"coder-{t}-1.times").read_text().split()[:2]))
+                   for t in "12345")
+    assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1))  # sessions at once
+    assert git(a, "worktree", "list").count("\n") == 1  # the workers' worktrees are gone
+    assert git(a, "rev-parse", "main") == git(bare, "rev-parse", "main")  # and the clone's branch is up to date
+    assert claims_on(bare) == []

@@ -52,20 +52,23 @@ class Remote:
 
     def __init__(self, root: Path, name: str, branch: str, *, give_up_s: float = 3600.0,
                  say: Callable[[str], None] = lambda line: None, sleep: Callable[[float], None] = time.sleep,
-                 on_wait: Callable[[float | None], None] = lambda since: None):
-        self.root, self.name, self.branch = root, name, branch
+                 on_wait: Callable[[float | None], None] = lambda since: None, track_as: str | None = None):
+        self.root, self.name, self.branch, self.track_as = root, name, branch, track_as
         self.give_up_s, self.say, self.sleep, self.on_wait = give_up_s, say, sleep, on_wait
         self.waiting_since: float | None = None  # when the remote stopped answering, while it does not
 
     @property
     def tracking(self) -> str:
-        """The local ref that follows the remote branch."""
+        """The local ref that follows the remote branch (one of its own for each of the workers that
+        share a clone, `track_as`, so that their fetches never lock each other's refs)."""
+        if self.track_as:
+            return f"refs/specflux/track/{self.track_as}/{self.branch}"
         return f"refs/remotes/{self.name}/{self.branch}"
 
     @property
     def seen_claims(self) -> str:
         """Where the claims last fetched are kept locally."""
-        return f"refs/specflux/seen/{self.name}/claims/"
+        return f"refs/specflux/seen/{self.track_as or self.name}/claims/"
 
     def git(self, *args: str, input: bytes | None = None, env: dict | None = None):
         return run_git(args, self.root, env=env, input=input)

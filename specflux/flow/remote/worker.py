@@ -68,18 +68,22 @@ def new_run_id() -> str:
 
 class Worker:
     def __init__(self, root: Path, options: Options, agents: "Agents", *,
-                 open_manager: Callable[[], "TaskStateManager"], say: Callable[[str], None] = lambda line: None):
+                 open_manager: Callable[[], "TaskStateManager"], say: Callable[[str], None] = lambda line: None,
+                 branch: str | None = None, track_as: str | None = None):
+        """`branch`: the queue's branch (default: the one checked out); `track_as`: the worker's own
+        tracking refs, for one of several workers in worktrees of one clone (which goes home to no branch)."""
         from specflux.flow.lanes.worktrees import current_branch
 
         self.root, self.options, self.agents, self.open_manager, self.say = root, options, agents, open_manager, say
-        branch = current_branch(root)
+        branch = branch or current_branch(root)
         if not branch:
             raise UsageError("a worker works from a branch: check out the queue's branch (not a detached HEAD)")
-        self.home = branch
+        self.home = None if track_as else branch
         self.note = WorkerNote(open_manager().ws.dir)
         self.remote = Remote(root, options.remote, branch, give_up_s=options.give_up_s, say=say,
                              on_wait=lambda since: self.note.write(waitingSince=None if since is None else
-                                                                   time.strftime("%H:%M:%S", time.localtime(since))))
+                                                                   time.strftime("%H:%M:%S", time.localtime(since))),
+                             track_as=track_as)
         if self.remote.git("remote", "get-url", options.remote).returncode:
             raise UsageError(f"no git remote {options.remote!r} here (see `git remote -v`)")
         self.claims = Claims(self.remote, options.lease_s, options.skew_s)
@@ -93,7 +97,8 @@ class Worker:
             raise UsageError("a worker needs a clean tree (it checks out what the remote has): commit or put away "
                              f"{', '.join(line[3:] for line in dirty.splitlines()[:5])}")
         ensure_driver(self.root)
-        self.note.write(worker=self.options.worker, remote=self.remote.name, branch=self.home, doing="looking for a task")
+        self.note.write(worker=self.options.worker, remote=self.remote.name, branch=self.remote.branch,
+                        doing="looking for a task")
         try:
             while True:
                 self.remote.fetch()
@@ -150,6 +155,8 @@ class Worker:
 
     def _go_home(self) -> None:
         """Back on the branch the worker started on, brought up to the remote where it can be."""
+        if self.home is None:
+            return
         self.remote.git("checkout", "-q", self.home)
         self.remote.git("merge", "-q", "--ff-only", self.remote.tracking)
 
