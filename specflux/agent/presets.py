@@ -205,6 +205,17 @@ def resolve(kind: str, cmd: str | None = None, agents: Mapping[str, object] | No
                      "or add [agents." + kind + "] to .specflux/config.toml")
 
 
+def installed(preset: Preset, path_var: str | None = None) -> Preset:
+    """`preset`, or AgentError (the one line saying what to install) when its CLI is not on
+    PATH: said before a run is created, not as the error of its first step."""
+    problem = preset.missing(path_var) if preset.name != "command" and preset.program else None
+    if problem:
+        from specflux.base.errors import AgentError
+
+        raise AgentError(problem)
+    return preset
+
+
 def command_preset(cmd: str) -> Preset:
     """`--agent command --cmd CMD`: the context on stdin, usage read however the output says."""
     found = program_of(cmd)

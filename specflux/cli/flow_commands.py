@@ -86,10 +86,10 @@ def _agents(args):
     from specflux.flow.steps.roles import Agents
 
     if args.agent not in ("anthropic", "replay"):  # an agent CLI: said now if it is no agent at all
-        from specflux.agent.presets import resolve
+        from specflux.agent.presets import installed, resolve
         from specflux.store.workspace import Workspace
 
-        resolve(args.agent, args.cmd, Workspace.find(explicit=args.root).config.agents)
+        installed(resolve(args.agent, args.cmd, Workspace.find(explicit=args.root).config.agents))
     return Agents(kind=args.agent, cmd=args.cmd, model=args.model, sandbox="off" if args.no_sandbox else None)
 
 

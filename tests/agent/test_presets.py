@@ -149,5 +149,12 @@ def test_a_cli_that_is_not_installed_is_one_line(project):
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert "npm install -g @anthropic-ai/claude-code" in done.stderr and "Traceback" not in done.stderr
     assert (project / ".specflux" / "task-states" / "task-1-state.md").read_bytes() == before
+    flow = specflux(project, "flow", "start", "--all", "--agent", "claude", path=str(Path(sys.executable).parent))
+    assert flow.returncode == 1 and flow.stderr.count("\n") == 1 and "npm install -g" in flow.stderr
+    assert not (project / ".specflux" / "runs").exists() or not list((project / ".specflux" / "runs").glob("run-*"))
+    (project / "prd.md").write_text("# A PRD\n")
+    planned = specflux(project, "plan", str(project / "prd.md"), "--agent", "claude",
+                       path=str(Path(sys.executable).parent))
+    assert planned.returncode == 1 and "npm install -g" in planned.stderr and "Traceback" not in planned.stderr
     unknown = specflux(project, "run", "1", "--agent", "nope")
     assert unknown.returncode == 2 and "unknown agent 'nope'" in unknown.stderr
