@@ -73,18 +73,18 @@ def test_renewal_takeover_by_compare_and_swap_and_the_claims_command(tmp_path):
 
     make_origin(tmp_path, [("Only", [])])
     a, b = clone(str(tmp_path / "origin.git"), tmp_path / "a"), clone(str(tmp_path / "origin.git"), tmp_path / "b")
-    ca = Claims(Remote(a, "origin", "main"), lease_s=1.5, skew_s=0.2)
-    cb = Claims(Remote(b, "origin", "main"), lease_s=1.5, skew_s=0.2)
+    ca = Claims(Remote(a, "origin", "main"), lease_s=2.5, skew_s=0.3)
+    cb = Claims(Remote(b, "origin", "main"), lease_s=2.5, skew_s=0.3)
     mine = ca.create("1", "wa", "run-a")
     assert mine is not None and cb.create("1", "wb", "run-b") is None
     lost = []
     with Lease(ca, mine, "wa", "run-a", on_lost=lost.append, every_s=0.3) as lease:
-        time.sleep(2.5)  # past the first lease: renewals keep it live
+        time.sleep(3.5)  # past the first lease: renewals keep it live
         seen = cb.read()["1"]
         assert not cb.stale(seen) and seen.worker == "wa" and lease.renewals >= 3
         assert seen.claimed_at == mine.claimed_at and seen.lease_until > mine.lease_until
     assert cb.swap(mine, "wb", "run-b") is None  # a swap on what the claim no longer is: refused
-    time.sleep(2.0)  # no renewals now: the lease runs out
+    time.sleep(3.0)  # no renewals now: the lease runs out
     old = cb.read()["1"]
     assert cb.stale(old)
     rows = json.loads(specflux(b, "claims", "--json").stdout)
