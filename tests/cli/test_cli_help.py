@@ -145,6 +145,7 @@ JSON_CASES = {
     "flow status": ["flow", "status", "--json"],
     "flow log": ["flow", "log", "--json"],
     "claims": ["claims", "--json"],
+    "stats": ["stats", "--json"],
 }
 
 
@@ -174,6 +175,7 @@ def test_every_json_command_prints_valid_json(project, capsys, api, monkeypatch)
     assert outputs["graph"]["edges"] == [{"from": "1", "to": "2"}]
     assert outputs["flow list"] and outputs["flow status"]["runId"] == outputs["flow list"][-1]["runId"]
     assert outputs["claims"] == []
+    assert set(outputs["stats"]) == {"tasks", "runs", "models", "total", "pricingDate"}
 
 
 def test_ready_json_rows_are_list_json_rows_in_ready_order(tmp_path, capsys):
