@@ -38,6 +38,7 @@ _AIDER_TOKENS = re.compile(r"Tokens:\s*([\d.]+[kKmM]?) sent(?P<rest>(?:,\s*[\d.]
 _AIDER_PART = re.compile(r"([\d.]+[kKmM]?) cache (write|hit)")
 _AIDER_COST = re.compile(r"Cost:\s*\$([\d.,]+) message,\s*\$([\d.,]+) session")
 _AIDER_MODEL = re.compile(r"^(?:Main model|Model):\s*(\S+)")
+_NO_USAGE = ('{"type":"user"', '{"type": "user"')  # Claude Code's tool results: never a usage
 _JSON_HINTS = ('"usage"', '"model"', '"stats"', '"step_finish"', '"tokens"')
 
 
@@ -121,8 +122,8 @@ class UsageMeter:
         """Read one line of output; True when it changed the running usage."""
         stripped = line.strip()
         if stripped.startswith("{"):
-            if not any(hint in stripped for hint in _JSON_HINTS):
-                return False  # most lines of a long stream: no json.loads for them
+            if stripped.startswith(_NO_USAGE) or not any(hint in stripped for hint in _JSON_HINTS):
+                return False  # most lines of a long stream (tool results): no json.loads for them
             try:
                 event = json.loads(stripped)
             except ValueError:
