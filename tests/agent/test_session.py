@@ -557,6 +557,11 @@ elif mode == "break":
     text = text.replace('"status": "in_progress",', '"status": "in_progress"', 1)  # a missing comma
 task.write_text(text)
 print("fake agent done")
+if len(sys.argv) > 3:  # the usage line Claude Code's `--output-format json` ends with
+    print(json.dumps({"type": "result", "subtype": "success", "num_turns": 4, "total_cost_usd": 0.0123,
+                      "usage": {"input_tokens": 1200, "output_tokens": 340, "cache_read_input_tokens": 900,
+                                "cache_creation_input_tokens": 50},
+                      "modelUsage": {"claude-sonnet-4-5": {"costUSD": 0.0123}}}))
 '''
 
 
@@ -566,8 +571,8 @@ def agent(tmp_path: Path):
     script.write_text(FAKE_AGENT)
     seen = tmp_path / "seen.json"
 
-    def command(mode: str) -> str:
-        return " ".join(shlex.quote(s) for s in (sys.executable, str(script), mode, str(seen)))
+    def command(mode: str, *more: str) -> str:
+        return " ".join(shlex.quote(s) for s in (sys.executable, str(script), mode, str(seen), *more))
 
     command.seen = seen
     return command
@@ -594,6 +599,27 @@ def test_a_command_agent_following_the_protocol(project, agent, capsys):
     assert state["status"] == "in_progress"
     assert trailers(repo)["Specflux-Session"] == "1"
     assert porcelain(repo) == set()
+
+
+def test_a_command_agents_own_entry_gets_its_usage_and_cost_and_unknown_is_never_zero(project, agent, capsys):
+    repo = project
+    code, out, err = cli(capsys, repo, "run", "101", "--agent", "command", "--cmd", agent("protocol", "usage"))
+    assert code == 0, err
+    assert "cost $0.0123 (claude-sonnet-4-5)" in out
+    session = show(capsys, repo, "101")["sessions"][-1]
+    assert session["did"] == ["Wrote src/agent_made.py"], "the agent's own entry, with specflux's Usage line"
+    assert session["usage"] == {"input_tokens": 1200, "output_tokens": 340, "cache_read_input_tokens": 900,
+                                "cache_creation_input_tokens": 50, "model": "claude-sonnet-4-5", "cost_usd": 0.0123}
+    t = trailers(repo)
+    assert (t["Specflux-Input-Tokens"], t["Specflux-Model"], t["Specflux-Cost-Usd"]) == ("1200", "claude-sonnet-4-5",
+                                                                                        "0.012300")
+    # An agent CLI that prints no usage: unknown in the entry, the trailers and the report, never 0.
+    code, out, err = cli(capsys, repo, "run", "101", "--agent", "command", "--cmd", agent("plain"))
+    assert code == 0, err
+    assert "tokens: unknown" in out
+    assert show(capsys, repo, "101")["sessions"][-1]["usage"] == {"unknown": True}
+    t = trailers(repo)
+    assert t["Specflux-Usage"] == "unknown" and "Specflux-Input-Tokens" not in t
 
 
 def test_a_command_agent_that_breaks_the_task_file_never_commits_it(project, agent, capsys):
