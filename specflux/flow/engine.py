@@ -2,10 +2,12 @@
 
 Before every step it reads the run's control events (pause, stop, approve, reject from any
 terminal) and its limits (the run's iteration cap and token budget). Each step is bracketed by
-events appended and fsynced before and after it (`step_started`, `step_finished`), and each
-decision is recorded before its effects (tasks accepted or failed, new steps requested), so that
-after `kill -9` at any moment `drive()` continues exactly where the run was: a finished step is
-never run again, an interrupted one is run again once (its attempt committed as such first).
+events appended before and after it (`step_started`, `step_finished`), and each decision is
+recorded before its effects (tasks accepted or failed, new steps requested), so that after
+`kill -9` at any moment `drive()` continues exactly where the run was: a finished step is never
+run again, an interrupted one is run again once (its attempt committed as such first). The log
+is fsynced once per step, at `step_started` (SYNCED): after a power loss the run resumes from
+that step at worst, which is the same recovery (a step whose session finished is not run again).
 
 The decision itself comes from a Spec (decisions.py): the engine gives it the state, the step's
 response and a context whose `now` and `seed` are recorded in the step's event, so a replay of
@@ -35,7 +37,7 @@ from specflux.flow.decisions import (
 from specflux.flow.record.stop_watch import StopWatcher
 from specflux.flow.steps.roles import Interrupted, StepResult
 from specflux.flow.workflow.limits import limit_reached
-from specflux.flow.state import FINISHED, in_flight, task_by_id, waiting
+from specflux.flow.state import FINISHED, copied, in_flight, task_by_id, waiting
 
 if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
@@ -43,6 +45,11 @@ if TYPE_CHECKING:
     from specflux.flow.steps.roles import Roles
     from specflux.flow.record.run import Run
 
+# The events after which the log is fsynced (with every event before them): a step's start, before
+# its agent works, and a change of the run's status, before the engine stops. The rest of a step's
+# events (its result, the decision, the steps requested) are written at once, so that `kill -9`
+# loses none of them, and reach the disk with the next of these: one fsync per step.
+SYNCED = frozenset({"step_started", "status"})
 
 
 class Engine:
@@ -58,6 +65,7 @@ class Engine:
         self.say, self.moments, self.stamps, self.clock = say, moments or {}, stamps or {}, clock
         self.stamp_clock = stamp_clock
         self._deciding: dict[str, Any] | None = None  # the finished step being decided on
+        self._watcher: StopWatcher | None = None  # one for every step of a drive
 
     # ----------------------------------------------------------------- driving
 
@@ -80,12 +88,16 @@ class Engine:
                 while self._advance():
                     pass
             finally:
+                if self._watcher is not None:
+                    self._watcher.close()
+                    self._watcher = None
                 self._save_history()
             return self.run.state()
 
     def _save_history(self) -> None:
         """state.json and narrative.md brought up to date, and, once the run stops for now
         (finished or paused), its history committed."""
+        self.run.events.sync()  # the last step's events, whatever made the run stop
         state = self.run.state()
         git = self.manager.git
         if git is None or state["status"] == "running":
@@ -205,7 +217,7 @@ class Engine:
         before = self._branch_before(step)
         if before is False:
             return
-        watcher = StopWatcher(self.run)
+        watcher = self._watcher = self._watcher or StopWatcher(self.run)
         watcher.start()
         try:
             result = self.roles.perform(step, self.run.state(), resumed=resumed, key=key, stamp=stamp)
@@ -430,21 +442,27 @@ class Engine:
     # ----------------------------------------------------------------- plumbing
 
     def _record(self, event: dict[str, Any]) -> None:
-        """Append `event`; `SPECFLUX_CRASH_AT=event:TYPE[:WHAT]` kills the process just before it
+        """Append `event`, fsynced only when it is one of SYNCED (with every event before it: one
+        fsync per step). `SPECFLUX_CRASH_AT=event:TYPE[:WHAT]` kills the process just before it
         is appended, `recorded:TYPE[:WHAT]` just after (tests of `kill -9` between an effect and
         its record; WHAT: the step's kind, the status, or for a decision the kind decided on)."""
+        sync = event["type"] in SYNCED
         if not os.environ.get(CRASH_ENV):
-            self.run.record(event)
+            self.run.record(event, sync)
             return
         what = event.get("kind") or event.get("status") or \
             ((self._deciding or {}).get("kind") if event["type"] == "decision" else None)
         crash_point(f"event:{event['type']}" + (f":{what}" if what else ""))
-        self.run.record(event)
+        self.run.record(event, sync)
         crash_point(f"recorded:{event['type']}" + (f":{what}" if what else ""))
 
     def _view(self) -> dict[str, Any]:
-        """The state a spec sees: a copy, so that a spec cannot change the run behind the engine."""
-        return _copy(self.run.state())
+        """The state a spec sees: a copy, so that a spec cannot change the run behind the engine.
+        specflux's own specs (workflow files' edges, `flow.patterns`) never change what they are
+        given: they get a copy of the top level only (no deep copy of the whole state per step)."""
+        if type(self.spec).__module__.startswith("specflux."):
+            return dict(self.run.state())
+        return copied(self.run.state())
 
     def _moment(self, step_id: str) -> tuple[int, int]:
         """(now in ms, a random seed) for a decision: recorded ones in a replay, else fresh."""
@@ -477,19 +495,3 @@ def failed_attempt(step: dict[str, Any], result: StepResult, why: str) -> StepRe
                   "selfValidation": {"passed": False, "issues": [why]}}
     return StepResult("OK", output, usage=result.usage, duration_ms=result.duration_ms, commit=result.commit,
                       stamp=result.stamp, refused=why)
-
-
-def _copy(value: Any) -> Any:
-    """A deep copy of the run's state, which is JSON-shaped (dicts, lists, strings, numbers): ~3x
-    faster than copy.deepcopy, which a 100-step run's state took ~2 ms per step; anything else is
-    deep-copied."""
-    kind = type(value)
-    if kind is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    if kind is list:
-        return [_copy(v) for v in value]
-    if value is None or kind is str or kind is int or kind is bool or kind is float:
-        return value
-    import copy
-
-    return copy.deepcopy(value)

@@ -2,7 +2,8 @@
 
 One JSON object per line, each with `seq` (1, 2, ...), `at` (wall-clock ISO time, for people) and
 `type`. Appends are serialised by a lock file, so the engine and a `flow pause` from another
-terminal never interleave; each append is fsynced before it returns. A line torn by a crash
+terminal never interleave; an append is fsynced before it returns, or, when the engine groups a
+step's events (`sync=False`), with the next synced one: one fsync per step. A line torn by a crash
 (`kill -9` in the middle of a write) has no final newline: readers ignore it and the next append
 cuts it off first, so a crash never leaves a garbled log behind.
 
@@ -43,27 +44,62 @@ class EventLog:
         self.shown_as = shown_as or str(path)
         self._lock = path.with_name(path.name + ".lock")
         self.key = key  # None: an unkeyed log (a run from before the chain, or its key is not here)
+        self._end = 0  # the file's size after this process's last append (0: not known)
+        self._last: tuple[int, str] = (0, "")  # that append's seq and mac: the chain goes on from them
+        self._unsynced = False  # lines appended by this process and not fsynced yet
 
     def _mac(self, previous: str, body: bytes) -> str:
         return hmac.new(self.key, previous.encode() + body, hashlib.sha256).hexdigest()[:32]
 
-    def append(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Write one event (its `seq` and `at` filled in) durably; returns it as written."""
+    def append(self, event: dict[str, Any], sync: bool = True) -> dict[str, Any]:
+        """Write one event (its `seq` and `at` filled in); returns it as written. The line is in
+        the file (seen by every reader, kept through a `kill -9`) when this returns; with `sync`
+        it is on the disk too, with every line appended before it (one fsync for all of them).
+        `sync=False` leaves the fsync to the next synced append or `sync()`: the engine groups
+        the events of one step that way (see engine.py)."""
         with self._locked():
-            last, previous = self._repair_and_last_seq()
-            record = {"seq": last + 1, "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **event}
-            line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-            if self.key is not None:
-                body = line[:-1].encode("utf-8")
-                line = line[:-2] + f',"mac":"{self._mac(previous, body)}"}}' + "\n"
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, line.encode("utf-8"))
-                if durable():  # (off in a replay's throw-away clone)
-                    os.fsync(fd)
+                size = os.fstat(fd).st_size
+                if size == self._end and self._end:  # nothing appended since our own last line
+                    last, previous = self._last
+                else:
+                    last, previous = self._repair_and_last_seq()
+                record = {"seq": last + 1, "at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **event}
+                line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+                mac = ""
+                if self.key is not None:
+                    body = line[:-1].encode("utf-8")
+                    mac = self._mac(previous, body)
+                    line = line[:-2] + f',"mac":"{mac}"}}' + "\n"
+                data = line.encode("utf-8")
+                os.write(fd, data)
+                self._unsynced = True
+                if sync:
+                    self._fsync(fd)
+                self._end = os.fstat(fd).st_size  # (under the lock: no one else appended)
+                self._last = (record["seq"], mac or previous)
             finally:
                 os.close(fd)
         return record
+
+    def sync(self) -> None:
+        """Make every line appended so far durable (one fsync), if any is not yet."""
+        if not self._unsynced:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            self._fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _fsync(self, fd: int) -> None:
+        if durable():  # (off in a replay's throw-away clone)
+            os.fsync(fd)
+        self._unsynced = False
 
     def read(self, after: int = 0) -> list[dict[str, Any]]:
         """Every complete event with `seq` > `after`, in order. A garbled line that is not the

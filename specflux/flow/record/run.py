@@ -94,9 +94,10 @@ class Run:
 
     # ----------------------------------------------------------------- events and state
 
-    def record(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Append an event (fsynced); the next `state()` folds it in."""
-        return self.events.append(event)
+    def record(self, event: dict[str, Any], sync: bool = True) -> dict[str, Any]:
+        """Append an event (fsynced, with those before it, unless `sync` is False: then with the
+        next synced one, or `events.sync()`); the next `state()` folds it in."""
+        return self.events.append(event, sync)
 
     def state(self) -> dict[str, Any]:
         """The state folded from every event: from the snapshot on (when it is current), and then
@@ -107,6 +108,8 @@ class Run:
                 self._state, self._offset = snapshot, snapshot["eventsOffset"]
             else:
                 self._state, self._offset = {}, 0
+        elif self._state and self._size() == self._offset:  # nothing appended since: one stat, no read
+            return self._state
         newer, offset, mac = self.events.read_verified_from(self._offset, self._state.get("lastMac", ""))
         if newer:
             seen = self._state.get("lastSeq", 0)
@@ -122,6 +125,12 @@ class Run:
         if not self._state:
             raise RunError(f"run {self.id} has no events", self.events.shown_as)
         return self._state
+
+    def _size(self) -> int:
+        try:
+            return os.stat(self.events.path).st_size
+        except FileNotFoundError:
+            return 0
 
     def save(self) -> None:
         """Write `state.json` and `narrative.md` from the events (both derived, both rebuildable)."""
