@@ -75,7 +75,38 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
     argv = sandbox.argv(line, root, tmp, also=writable)
+    if sandbox.name == "bwrap":  # mounts on top, before the command: what bwrap alone can also do
+        at = argv.index("--")
+        argv[at:at] = _bwrap_extra(root)
     return Confined(sandbox, argv=argv, env=env, notice=None)
+
+
+def _bwrap_extra(root: Path) -> list[str]:
+    """Under bubblewrap, the run's secrets go beyond writes: the runs' event keys (the git
+    directory's `specflux-keys`, or `.specflux/locks/keys` without git) are hidden under an empty
+    folder, and `.specflux/locks/holds` (which run holds which task) is read-only again inside the
+    writable `locks/`. (Landlock confines writes only: there the keys stay readable.)"""
+    options: list[str] = []
+    locks = root / ".specflux" / "locks"
+    for folder in (_git_common_dir(root) / "specflux-keys", locks / "keys"):
+        if folder.is_dir() and not folder.is_symlink():
+            options += ["--tmpfs", str(folder.resolve())]
+    holds = locks / "holds"
+    if holds.is_dir() and not holds.is_symlink():
+        options += ["--ro-bind", str(holds.resolve()), str(holds.resolve())]
+    return options
+
+
+def _git_common_dir(root: Path) -> Path:
+    """The repository's git directory, shared by its worktrees (a lane's too)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=root, capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return root / ".git"
+    return (root / done.stdout.strip()).resolve() if done.returncode == 0 and done.stdout.strip() else root / ".git"
 
 
 def _copy_home(preset: "Preset", home: Path) -> None:

@@ -38,6 +38,11 @@ attempt("config", os.path.join(".specflux", "config.toml"))
 attempt("real_home", os.path.join(os.environ["REAL_HOME"], ".agentrc"))
 attempt("own_home", os.path.join(os.environ["HOME"], ".agentrc"))
 attempt("work", os.path.join("src", "work.py"))
+attempt("holds", os.path.join(".specflux", "locks", "holds", "task-1.json"))
+try:
+    report["key"] = open(os.path.join(".git", "specflux-keys", "run-x")).read()
+except OSError as e:
+    report["key"] = type(e).__name__
 report["check"] = subprocess.run(["specflux", "check", "1", "1"], capture_output=True, text=True).returncode
 report["home"] = os.environ["HOME"]
 with open("report.json", "w") as f:
@@ -79,6 +84,9 @@ def test_a_sandboxed_agent_cli_writes_only_its_work_and_its_hand_off(project, tm
     if not available(sandbox):
         pytest.skip(f"{sandbox} is not available here")
     config = (project / ".specflux" / "config.toml").read_bytes()
+    (project / ".git" / "specflux-keys").mkdir()
+    (project / ".git" / "specflux-keys" / "run-x").write_text("secret")
+    (project / ".specflux" / "locks" / "holds").mkdir(parents=True)
     done, report = agent_run(project, tmp_path, sandbox=sandbox)
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["outside"] != "written" and not (tmp_path / "outside.txt").exists()
@@ -88,6 +96,10 @@ def test_a_sandboxed_agent_cli_writes_only_its_work_and_its_hand_off(project, tm
     assert report["own_home"] == "written" and report["home"] != str(tmp_path / "home")  # a private HOME
     assert report["work"] == "written" and (project / "src" / "work.py").read_text() == "mischief"
     assert report["check"] == 0  # the hand-off through specflux gets through
+    if sandbox == "bwrap":  # bubblewrap also hides the runs' keys and keeps the holds read-only
+        assert report["key"] == "FileNotFoundError" and report["holds"] != "written"
+    else:  # Landlock confines writes only
+        assert report["key"] == "secret"
     shown = json.loads(subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(project), "show", "1",
                                        "--json"], capture_output=True, text=True).stdout)
     assert shown["criteria"][0]["checked"] is True
