@@ -72,5 +72,6 @@ def test_one_clone_with_parallel_workers_in_worktrees_beside_a_worker_elsewhere(
                    for t in "12345")
     assert any(spans[i + 1][0] < spans[i][1] for i in range(len(spans) - 1))  # sessions at once
     assert git(a, "worktree", "list").count("\n") == 1  # the workers' worktrees are gone
+    assert git(a, "for-each-ref", "refs/specflux/track/", "refs/specflux/seen/wa/") == ""  # and their refs
     assert git(a, "rev-parse", "main") == git(bare, "rev-parse", "main")  # and the clone's branch is up to date
     assert claims_on(bare) == []

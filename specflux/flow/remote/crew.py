@@ -58,6 +58,10 @@ def run_crew(root: Path, options: Options, agents: "Agents", count: int, *,
     for n in range(1, count + 1):
         lead.remote.git("worktree", "remove", "--force", str(base / str(n)))
     lead.remote.git("worktree", "prune")
+    for worker in crew:  # the workers' own tracking refs go with them
+        for prefix in (f"refs/specflux/track/{worker.remote.track_as}/", worker.remote.seen_claims):
+            for ref in lead.remote.git("for-each-ref", "--format=%(refname)", prefix).stdout.split():
+                lead.remote.git("update-ref", "-d", ref)
     Remote(root, options.remote, lead.remote.branch).fetch()
     lead.remote.git("merge", "-q", "--ff-only", lead.remote.tracking)
     if errors:
