@@ -250,12 +250,13 @@ def cmd_log(args) -> int:
     if not entries:
         print(f"no commits touch task {args.id} yet")
         return 0
-    from specflux.surface.views import table
+    from specflux.surface.views import spent_text, table
 
     from specflux.base.escape import safe
 
-    rows = [[e["commit"][:8], e["date"][:16].replace("T", " "), str(e["session"] or "-"), e["status"] or "-", e["subject"]] for e in entries]
-    print(safe(table(["COMMIT", "DATE", "SESSION", "STATUS", "SUBJECT"], rows)))
+    rows = [[e["commit"][:8], e["date"][:16].replace("T", " "), str(e["session"] or "-"), e["status"] or "-",
+             spent_text(e.get("usage")), e["subject"]] for e in entries]
+    print(safe(table(["COMMIT", "DATE", "SESSION", "STATUS", "SPENT", "SUBJECT"], rows)))
     return 0
 
 

@@ -128,6 +128,21 @@ def cost_text(metrics: dict[str, Any]) -> str:
     return text
 
 
+def spent_text(usage: dict[str, Any] | None) -> str:
+    """What one session spent, from its commit's trailers as `log --json` gives them (`usage`):
+    `12,345 tok $0.0123`, `12,345 tok` (cost not known), `unknown`, or `-` (no agent session)."""
+    if not usage:
+        return "-"
+    if usage.get("usage") == "unknown":
+        return "unknown"
+    if "input_tokens" not in usage:
+        return "-"
+    tokens = sum(usage.get(k, 0) for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+                 if isinstance(usage.get(k), int))
+    cost = usage.get("cost_usd")
+    return f"{tokens:,} tok" + (f" {money(cost)}" if isinstance(cost, (int, float)) else "")
+
+
 def human_size(size: int) -> str:
     return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB"
 
