@@ -138,14 +138,14 @@ def toml_blocks(part: str) -> list[str]:
 def test_reference_settings_are_the_ones_config_toml_takes(tmp_path):
     from dataclasses import fields
 
-    from specflux.store.config import AgentConfig, ArchiveConfig, FlowConfig, load_config
+    from specflux.store.config import AgentConfig, ArchiveConfig, FlowConfig, RemoteConfig, load_config
 
     (example,) = toml_blocks(section("6. Settings"))
     path = tmp_path / "config.toml"
     path.write_text(example, encoding="utf-8")
     config = load_config(path)  # raises on an unknown key or a wrong type
     assert config.validate is not None and config.validate.junit_xml == ".specflux-junit.xml"
-    for cls, name in ((ArchiveConfig, "archive"), (AgentConfig, "agent"), (FlowConfig, "flow")):
+    for cls, name in ((ArchiveConfig, "archive"), (AgentConfig, "agent"), (FlowConfig, "flow"), (RemoteConfig, "remote")):
         documented = re.search(rf"\[{name}\]\n(.*?)\n\n", example, re.S).group(1)
         for f in fields(cls):
             assert re.search(rf"^{f.name} = ", documented, re.M), f"[{name}] {f.name} is not in the reference"
