@@ -34,7 +34,7 @@ def test_the_remote_going_away_mid_run_and_a_persons_push_meanwhile_lose_nothing
         task_file.write_text(text.replace("(describe the task in 2-5 sentences)", "Four, as a person wrote it by hand."))
         git(person, "commit", "-q", "-am", "hand edit to task 4")
         git(person, "push", "-q", "origin", "main")
-        said, end = "", time.time() + 8.0
+        said, end = "", time.time() + 20.0
         while "waiting for the remote since" not in said and time.time() < end:  # as another terminal sees it
             said = specflux(a, "flow", "status", check=False).stdout + specflux(b, "flow", "status", check=False).stdout
             time.sleep(0.2)
