@@ -175,6 +175,18 @@ def test_the_token_budget_stops_the_session(api, repo: Path):
     assert (outcome.stop, outcome.turns, outcome.usage.total) == ("token_budget", 3, 360)
 
 
+def test_a_budget_in_money_stops_the_session_priced_by_the_table(api, repo: Path):
+    from specflux.agent.pricing import Pricing
+
+    # Each reply: 100 input and 20 output tokens of "claude-test", priced at $1,000 / $5,000 per million.
+    api(*[Reply(calls=[call("list_files")])] * 5)
+    pricing = Pricing({"claude-test": {"input": 1000.0, "output": 5000.0}})
+    outcome = AnthropicBackend().run(request(budget_usd=0.5, pricing=pricing), Toolbox(repo, Hooks()))
+    assert (outcome.stop, outcome.turns) == ("budget_usd", 3), "$0.20 a turn: past $0.50 at the third"
+    assert outcome.usage.model == "claude-test" and pricing.cost(outcome.usage) == pytest.approx(0.6)
+    assert outcome.error == "spent $0.6000 of a budget of $0.5000"
+
+
 def test_keyboard_interrupt_in_a_hook_ends_the_session_cleanly(api, repo: Path):
     api(Reply(calls=[call("write_file", path="w.txt", content="x"), call("check_criterion", index=1)]))
     outcome = AnthropicBackend().run(request(), Toolbox(repo, Hooks(interrupt_on_check=True)))
