@@ -29,7 +29,7 @@ def _say(line: str) -> None:
 
 class Progress:
     """What a run in the foreground prints: on a terminal, each line with where the run stands
-    (elapsed, current task, role and attempt, tokens so far); into a pipe, plain lines."""
+    (elapsed, current task, role and attempt, tokens and cost so far); into a pipe, plain lines."""
 
     def __init__(self, run, stream=None):
         import time
@@ -53,7 +53,8 @@ class Progress:
         where = ", ".join(f"task {s['taskId']} {s['kind']} #{state['taskAttempts'].get(s['taskId'], 0)}"
                           for s in running) or state.get("status", "")
         tokens = sum(state["metrics"][k] for k in ("inputTokens", "outputTokens"))
-        head = f"{elapsed // 60:02d}:{elapsed % 60:02d} {where} {tokens / 1000:.1f}k tok"
+        cost = state["metrics"].get("costUsd")
+        head = f"{elapsed // 60:02d}:{elapsed % 60:02d} {where} {tokens / 1000:.1f}k tok" + (f" {money(cost)}" if cost else "")
         print(f"\x1b[2m[{head}]\x1b[0m {safe(line)}", file=self.stream, flush=True)
 
 
