@@ -149,7 +149,92 @@ CLAUDE = Preset(
     verified="2.1.332",
 )
 
-PRESETS: dict[str, Preset] = {preset.name: preset for preset in (CLAUDE,)}
+# Codex, Gemini CLI, aider and opencode: each checked against its real CLI in
+# tests/agent/test_cli_presets.py (a scripted OpenAI or Gemini server on 127.0.0.1).
+
+CODEX = Preset(
+    name="codex",
+    program="codex",
+    install="npm install -g @openai/codex (https://github.com/openai/codex)",
+    # exec: headless, the prompt on stdin; --json prints its events, `turn.completed` with the
+    # usage. Codex's own sandbox is off: specflux's (confine.py) is the one around it, and Codex's
+    # cannot write inside it (bubblewrap within bubblewrap: "Failed to write file"). Its
+    # commands run with allow_login_shell=false: they inherit specflux's environment (a login
+    # shell's profile may drop `specflux` from PATH). No per-tool switch: a reviewer's changes
+    # are put back.
+    command="codex exec --json --skip-git-repo-check --ephemeral --dangerously-bypass-approvals-and-sandbox "
+            "-c allow_login_shell=false",
+    roles={},
+    model="--model {model}",
+    handover="stdin",
+    usage="codex",
+    home=(".codex/config.toml", ".codex/auth.json"),
+    verified="0.171.0",
+)
+
+_GEMINI_READ = "read_file,read_many_files,list_directory,glob,grep_search,run_shell_command"
+
+GEMINI = Preset(
+    name="gemini",
+    program="gemini",
+    install="npm install -g @google/gemini-cli (https://github.com/google-gemini/gemini-cli)",
+    # Headless when its stdin is not a terminal (the prompt); --output-format json prints one
+    # object, `stats` with the tokens per model. --skip-trust: no question about trusting the
+    # folder. A coder runs in yolo mode (every tool); a reviewer and a planner get the read tools
+    # and the shell (for `specflux submit-review` / `submit-tasks`) and nothing that edits.
+    command="gemini --output-format json --skip-trust",
+    roles={
+        "coder": "--approval-mode yolo",
+        "reviewer": f"--approval-mode default --allowed-tools {_GEMINI_READ}",
+        "planner": f"--approval-mode default --allowed-tools {_GEMINI_READ}",
+    },
+    model="--model {model}",
+    handover="stdin",
+    usage="gemini",
+    home=(".gemini/settings.json", ".gemini/oauth_creds.json", ".gemini/google_accounts.json",
+          ".gemini/installation_id", ".gemini/GEMINI.md"),
+    verified="0.61.0",
+)
+
+AIDER = Preset(
+    name="aider",
+    program="aider",
+    install="python -m pip install aider-install && aider-install (https://aider.chat/docs/install.html)",
+    # --message-file /dev/stdin: one message, the context, then aider exits. Its questions (add a
+    # file it names to the chat, run the shell command it suggests, ...) meet the end of stdin and
+    # take their default answer, yes: --yes-always would say no to shell commands, and then no
+    # `specflux` command could run. specflux commits, not aider; no analytics, update checks,
+    # release notes or URL fetching; the repository map is off (its cache, .aider.tags.cache.v4/,
+    # would land in the repository and the session's commit), and the chat history goes nowhere.
+    command="aider --message-file /dev/stdin --no-pretty --no-fancy-input --no-auto-commits --no-dirty-commits "
+            "--no-gitignore --no-check-update --no-analytics --no-show-release-notes --no-show-model-warnings "
+            "--no-detect-urls --map-tokens 0 --chat-history-file /dev/null --input-history-file /dev/null",
+    roles={},
+    model="--model {model}",
+    handover="stdin",
+    usage="aider",
+    home=(".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json", ".env"),
+    verified="0.86.2",
+)
+
+OPENCODE = Preset(
+    name="opencode",
+    program="opencode",
+    install="npm install -g opencode-ai (https://opencode.ai/docs)",
+    # run: headless, the prompt on stdin; --format json prints its events, each `step_finish` with
+    # tokens and cost; --title: no model request to name the session. --auto approves what its
+    # agent would ask about; a reviewer and a planner run its `plan` agent, which may not edit.
+    command="opencode run --format json --title specflux --auto",
+    roles={"reviewer": "--agent plan", "planner": "--agent plan"},
+    model="--model {model}",
+    handover="stdin",
+    usage="opencode",
+    env={"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"},
+    home=(".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".local/share/opencode/auth.json"),
+    verified="1.18.33",
+)
+
+PRESETS: dict[str, Preset] = {preset.name: preset for preset in (CLAUDE, CODEX, GEMINI, AIDER, OPENCODE)}
 
 
 # --------------------------------------------------------------------- choosing one

@@ -1,0 +1,340 @@
+"""`--agent codex|gemini|aider|opencode` with the real CLIs, offline: each pinned binary (installed by
+.ci/run: npm for Codex, Gemini CLI and opencode, a venv of its own for aider) talks to a scripted
+model server on 127.0.0.1 (specflux/agent/scripted_openai.py: the Responses API for Codex, Chat
+Completions for aider and opencode; scripted_gemini.py for Gemini CLI). Each real CLI reads the
+context specflux hands it, edits with its own edit tool, runs `specflux` through its own shell
+tool, and hands off: a whole `flow start` (coder, then reviewer with `specflux submit-review`) and
+a `plan` (planner with `specflux submit-tasks`), in the sandbox, as a user would run them.
+
+The CLIs are found under $SPECFLUX_TEST_TOOLS (default ~/.cache/specflux-test-tools): codex/,
+gemini-cli/, opencode/ (npm prefixes) and aider/ (a venv); a test skips when its CLI is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from conftest import git
+from helpers import run
+
+from specflux.agent.presets import PRESETS
+from specflux.agent.scripted import Reply, ScriptedServer, call
+from specflux.agent.scripted_gemini import ScriptedGemini
+from specflux.agent.scripted_openai import ScriptedOpenAI
+
+TOOLS = Path(os.environ.get("SPECFLUX_TEST_TOOLS", Path.home() / ".cache" / "specflux-test-tools"))
+WRONG = "def add(a, b):\n    return a - b\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+TEST = "import sys\nsys.path.insert(0, 'src')\nfrom calc import add\n\nassert add(2, 3) == 5, add(2, 3)\nprint('ok')\n"
+PLACEHOLDER = "(To be completed)"
+CHAIN = "### Summary\nadd() returns a + b\n\n### For Downstream Tasks\nadd() returns a + b\n"
+HAND_OFF = ('python3 test_calc.py && specflux check 1 1 && specflux session 1 --did "add returns the sum" '
+            '--issues None --next "review" --no-commit')
+VERDICT = {"approved": True, "criteria_results": [{"criterion": "1", "met": True}], "issues": []}
+PLAN = {"tasks": [{"key": "sub", "title": "Add sub", "requirements": "sub(a, b) returns a - b",
+                   "acceptance_criteria": ["sub(5, 3) == 2"], "priority": 1, "complexity": "simple",
+                   "dependencies": []},
+                  {"key": "sub-docs", "title": "Document sub", "requirements": "README explains sub",
+                   "acceptance_criteria": ["README mentions sub"], "priority": 2, "complexity": "simple",
+                   "dependencies": ["sub"]}]}
+
+
+def hand_in(command: str, payload: dict) -> str:
+    """One shell line (aider runs each line of a block on its own) piping JSON to `specflux`."""
+    return f"echo '{json.dumps(payload)}' | specflux {command} --json -"
+
+
+@dataclass
+class Cli:
+    """One agent CLI under test: where it is, how it is pointed at its scripted server, and what
+    its model's turns look like (its own tool names and arguments)."""
+
+    name: str
+    binary: Path
+    model: str
+    server: Callable[..., ScriptedServer]
+    configure: Callable[[ScriptedServer, Path], dict[str, str]]  # writes HOME's files, returns env
+    coder: Callable[[Path], list[Reply]]
+    reviewer: Callable[[Path], list[Reply]]
+    planner: Callable[[Path], list[Reply]]
+    read_tools: tuple[str, ...] = ()  # the reviewer must be offered these ...
+    edit_tools: tuple[str, ...] = ()  # ... and not these
+    refusal: str = ""  # or: the reviewer's first turn tries an edit, refused with this
+
+    def skip_reason(self) -> str | None:
+        if self.binary.exists():
+            return None
+        return f"{self.name} is not installed at {self.binary} (.ci/run installs it, pinned to {PRESETS[self.name].verified})"
+
+
+# --------------------------------------------------------------------- Codex
+
+
+def codex_home(server: ScriptedServer, home: Path) -> dict[str, str]:
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "config.toml").write_text(
+        'model = "gpt-5.5"\nmodel_provider = "scripted"\ncheck_for_update_on_startup = false\n\n'
+        f'[model_providers.scripted]\nname = "scripted"\nbase_url = "{server.base_url}/v1"\n'
+        'env_key = "SCRIPTED_API_KEY"\nwire_api = "responses"\n')
+    return {"SCRIPTED_API_KEY": "sk-scripted"}
+
+
+def codex_patch(path: str, old: str, new: str) -> Reply:
+    """Codex's apply_patch (a freeform tool: the patch is the call's whole input)."""
+    body = "".join(f"-{line}\n" for line in old.splitlines()) + "".join(f"+{line}\n" for line in new.splitlines())
+    return Reply(calls=[call("apply_patch", input=f"*** Begin Patch\n*** Update File: {path}\n@@\n{body}*** End Patch\n")])
+
+
+CODEX = Cli(
+    name="codex", binary=TOOLS / "codex" / "node_modules" / ".bin" / "codex", model="gpt-5.5",
+    server=ScriptedOpenAI, configure=codex_home,
+    coder=lambda repo: [
+        Reply(calls=[call("exec_command", cmd="cat src/calc.py; echo role=$SPECFLUX_ROLE")]),
+        codex_patch("src/calc.py", "    return a - b", "    return a + b"),
+        Reply(calls=[call("exec_command", cmd=HAND_OFF)]),
+        codex_patch(".specflux/task-states/task-1-state.md", PLACEHOLDER, CHAIN),
+        Reply(text="Fixed add; the test passes."),
+    ],
+    reviewer=lambda repo: [
+        Reply(calls=[call("exec_command", cmd="cat src/calc.py && python3 test_calc.py")]),
+        Reply(calls=[call("exec_command", cmd=hand_in("submit-review", VERDICT))]),
+        Reply(text="Approved."),
+    ],
+    planner=lambda repo: [
+        Reply(calls=[call("exec_command", cmd="cat docs/prd.md")]),
+        Reply(calls=[call("exec_command", cmd=hand_in("submit-tasks", PLAN))]),
+        Reply(text="Planned."),
+    ],
+)
+
+
+# --------------------------------------------------------------------- Gemini CLI
+
+
+def gemini_home(server: ScriptedServer, home: Path) -> dict[str, str]:
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True}}))
+    return {"GOOGLE_GEMINI_BASE_URL": server.base_url, "GEMINI_API_KEY": "scripted"}
+
+
+GEMINI = Cli(
+    name="gemini", binary=TOOLS / "gemini-cli" / "node_modules" / ".bin" / "gemini", model="gemini-2.5-flash",
+    server=ScriptedGemini, configure=gemini_home,
+    coder=lambda repo: [
+        Reply(calls=[call("read_file", file_path=str(repo / "src" / "calc.py"))]),
+        Reply(calls=[call("replace", file_path=str(repo / "src" / "calc.py"), old_string="return a - b",
+                          new_string="return a + b", instruction="add returns the sum")]),
+        Reply(calls=[call("run_shell_command", command=HAND_OFF, description="test, tick, log")]),
+        Reply(calls=[call("replace", file_path=str(repo / ".specflux" / "task-states" / "task-1-state.md"),
+                          old_string=PLACEHOLDER, new_string=CHAIN, instruction="the chain output")]),
+        Reply(text="Fixed add; the test passes."),
+    ],
+    reviewer=lambda repo: [
+        Reply(calls=[call("read_file", file_path=str(repo / "src" / "calc.py"))]),
+        Reply(calls=[call("run_shell_command", command=hand_in("submit-review", VERDICT), description="verdict")]),
+        Reply(text="Approved."),
+    ],
+    planner=lambda repo: [
+        Reply(calls=[call("read_file", file_path=str(repo / "docs" / "prd.md"))]),
+        Reply(calls=[call("run_shell_command", command=hand_in("submit-tasks", PLAN), description="tasks")]),
+        Reply(text="Planned."),
+    ],
+    read_tools=("read_file", "run_shell_command"), edit_tools=("replace", "write_file"),
+)
+
+
+# --------------------------------------------------------------------- aider
+
+
+def aider_home(server: ScriptedServer, home: Path) -> dict[str, str]:
+    home.mkdir(parents=True)
+    (home / ".aider.model.metadata.json").write_text(json.dumps({"openai/scripted": {
+        "max_input_tokens": 128000, "max_output_tokens": 8192, "input_cost_per_token": 1e-06,
+        "output_cost_per_token": 2e-06, "litellm_provider": "openai", "mode": "chat"}}))
+    return {"OPENAI_API_BASE": f"{server.base_url}/v1", "OPENAI_API_KEY": "sk-scripted", "AIDER_EDIT_FORMAT": "diff"}
+
+
+def aider_edit(path: str, old: str, new: str) -> str:
+    """A SEARCH/REPLACE block of aider's `diff` edit format."""
+    return f"{path}\n```\n<<<<<<< SEARCH\n{old}\n=======\n{new.rstrip()}\n>>>>>>> REPLACE\n```\n"
+
+
+AIDER = Cli(
+    name="aider", binary=TOOLS / "aider" / "bin" / "aider", model="openai/scripted",
+    server=ScriptedOpenAI, configure=aider_home,
+    coder=lambda repo: [
+        # aider adds the files a reply names to the chat and asks again; then the edits apply
+        Reply(text="I need to see src/calc.py and test_calc.py first."),
+        Reply(text="Fixing add.\n\n" + aider_edit("src/calc.py", "    return a - b", "    return a + b") + "\n"
+              + aider_edit(".specflux/task-states/task-1-state.md", PLACEHOLDER, CHAIN)
+              + f"\nThen test, tick and log:\n\n```bash\n{HAND_OFF}\n```\n"),
+    ],
+    reviewer=lambda repo: [
+        Reply(text=f"src/calc.py returns a + b.\n\n```bash\n{hand_in('submit-review', VERDICT)}\n```\n"),
+    ],
+    planner=lambda repo: [
+        Reply(text=f"Two tasks.\n\n```bash\n{hand_in('submit-tasks', PLAN)}\n```\n"),
+    ],
+)
+
+
+# --------------------------------------------------------------------- opencode
+
+
+def opencode_home(server: ScriptedServer, home: Path) -> dict[str, str]:
+    (home / ".config" / "opencode").mkdir(parents=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps({
+        "$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
+        "provider": {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
+                                  "options": {"baseURL": f"{server.base_url}/v1", "apiKey": "sk-scripted"},
+                                  "models": {"scripted-model": {"name": "Scripted model"}}}}}))
+    return {"OPENCODE_DISABLE_MODELS_FETCH": "1"}
+
+
+OPENCODE = Cli(
+    name="opencode", binary=TOOLS / "opencode" / "node_modules" / ".bin" / "opencode",
+    model="scripted/scripted-model", server=ScriptedOpenAI, configure=opencode_home,
+    coder=lambda repo: [
+        Reply(calls=[call("read", filePath=str(repo / "src" / "calc.py"))]),
+        Reply(calls=[call("edit", filePath=str(repo / "src" / "calc.py"), oldString="return a - b",
+                          newString="return a + b")]),
+        Reply(calls=[call("bash", command=HAND_OFF, description="test, tick, log")]),
+        Reply(calls=[call("edit", filePath=str(repo / ".specflux" / "task-states" / "task-1-state.md"),
+                          oldString=PLACEHOLDER, newString=CHAIN)]),
+        Reply(text="Fixed add; the test passes."),
+    ],
+    reviewer=lambda repo: [
+        # its `plan` agent has the edit tool, and refuses to use it
+        Reply(calls=[call("edit", filePath=str(repo / "src" / "calc.py"), oldString="a + b", newString="b + a")]),
+        Reply(calls=[call("read", filePath=str(repo / "src" / "calc.py"))]),
+        Reply(calls=[call("bash", command=hand_in("submit-review", VERDICT), description="verdict")]),
+        Reply(text="Approved."),
+    ],
+    planner=lambda repo: [
+        Reply(calls=[call("read", filePath=str(repo / "docs" / "prd.md"))]),
+        Reply(calls=[call("bash", command=hand_in("submit-tasks", PLAN), description="tasks")]),
+        Reply(text="Planned."),
+    ],
+    read_tools=("read", "bash"), refusal="prevents you from using this specific tool call",
+)
+
+CLIS = [CODEX, GEMINI, AIDER, OPENCODE]
+
+
+def each_cli():
+    return [pytest.param(cli, id=cli.name, marks=pytest.mark.skipif(cli.skip_reason() is not None,
+                                                                      reason=cli.skip_reason() or ""))
+            for cli in CLIS]
+
+
+# --------------------------------------------------------------------- running them
+
+
+def cli_env(cli: Cli, server: ScriptedServer, home: Path) -> dict[str, str]:
+    """The CLI and `specflux` on PATH, pointed at the scripted server, with a HOME of its own."""
+    extra = cli.configure(server, home)
+    path = os.pathsep.join([str(cli.binary.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, **extra, "PATH": path, "HOME": str(home), "SPECFLUX_CLI_SANDBOX": "auto"}
+
+
+def specflux(repo: Path, *args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def tool_names(body: dict) -> set[str]:
+    """The names of the tools a request offers (Chat Completions', or Gemini's declarations)."""
+    names = {tool["function"]["name"] for tool in body.get("tools") or [] if "function" in tool}
+    for tool in body.get("tools") or []:
+        names |= {declared["name"] for declared in tool.get("functionDeclarations") or []}
+    return names
+
+
+def role_of(body: dict) -> str:
+    return "reviewer" if "# Review of task" in json.dumps(body) else "coder"
+
+
+@pytest.fixture
+def project(git_repo: Path, capsys) -> Path:
+    """Task 1: fix add (its test fails); [validate] runs the test."""
+    (git_repo / "src").mkdir()
+    (git_repo / "src" / "calc.py").write_text(WRONG)
+    (git_repo / "test_calc.py").write_text(TEST)
+    (git_repo / ".gitignore").write_text("__pycache__/\n")
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    with open(git_repo / ".specflux" / "config.toml", "a") as f:
+        f.write(f'\n[validate]\ncommand = "{sys.executable} test_calc.py"\n')
+    assert run(capsys, git_repo, "new", "Fix add", "--ac", "add returns the sum")[0] == 0
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "project")
+    return git_repo
+
+
+@pytest.mark.parametrize("cli", each_cli())
+def test_a_run_codes_and_reviews_with_the_real_cli(cli: Cli, project: Path, tmp_path: Path):
+    """`flow start 1 --agent CLI`: the coder fixes the code with the CLI's edit tool, tests, ticks and
+    logs through `specflux` with its shell tool, writes the chain output; the engine's tests pass;
+    the reviewer reads the code and hands in with `specflux submit-review`; the task completes."""
+    scripts = {"coder": cli.coder(project), "reviewer": cli.reviewer(project)}
+    with cli.server(scripts, route=role_of) as server:
+        env = cli_env(cli, server, tmp_path / "home")
+        done = specflux(project, "flow", "start", "1", "--agent", cli.name, "--model", cli.model, env=env)
+        requests = list(server.requests)
+        served = dict(server.served)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert served == {"coder": len(scripts["coder"]), "reviewer": len(scripts["reviewer"])}, served
+    coder = [body for body in requests if role_of(body) == "coder"]
+    reviewer = [body for body in requests if role_of(body) == "reviewer"]
+    # the real CLI read the real context, and its real tools ran (their results came back)
+    assert "Fix add" in json.dumps(coder[0]) and "add returns the sum" in json.dumps(coder[0])
+    assert "return a - b" in json.dumps(coder[1])  # the file as it read it (aider: added to the chat)
+    assert "ok" in json.dumps(coder[-1]) or cli.name == "aider"
+    if cli.read_tools:  # the reviewer may read and run commands, not edit
+        offered = tool_names(reviewer[0])
+        assert set(cli.read_tools) <= offered and not set(cli.edit_tools) & offered, offered
+    if cli.refusal:  # offered, but its own permissions refuse a reviewer's edit
+        assert cli.refusal in json.dumps(reviewer[1]), json.dumps(reviewer[1])[-2000:]
+    # the run: the task complete, its code fixed, one coder and one reviewer commit
+    state = json.loads(specflux(project, "flow", "status", "--json", env=env).stdout)
+    assert state["status"] == "completed", state
+    assert [t["status"] for t in state["tasks"]] == ["complete"]
+    assert (project / "src" / "calc.py").read_text() == RIGHT
+    shown = json.loads(specflux(project, "show", "1", "--json", env=env).stdout)
+    assert shown["criteria"][0]["checked"] and "add returns the sum" in json.dumps(shown["sessions"])
+    roles = git(project, "log", "--format=%(trailers:key=Specflux-Role,valueonly)").split()
+    assert roles.count("coder") == 1 and roles.count("reviewer") == 1
+    assert git(project, "status", "--porcelain", "--", ".", ":!.specflux") == ""  # no CLI litter
+    # usage came from the CLI's own output
+    assert state["metrics"]["inputTokens"] > 0, state["metrics"]
+
+
+@pytest.mark.parametrize("cli", each_cli())
+def test_planning_with_the_real_cli(cli: Cli, project: Path, tmp_path: Path):
+    """`plan PRD --agent CLI`: the planner hands its tasks in with `specflux submit-tasks`."""
+    prd = project / "docs" / "prd.md"
+    prd.parent.mkdir()
+    prd.write_text("# Subtraction\n\nAdd sub(a, b) to src/calc.py, then document it.\n")
+    turns = cli.planner(project)
+    with cli.server(turns) as server:
+        env = cli_env(cli, server, tmp_path / "home")
+        done = specflux(project, "plan", str(prd), "--agent", cli.name, "--model", cli.model, "--json", env=env)
+        requests = list(server.requests)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(requests) == len(turns)
+    assert "Subtraction" in json.dumps(requests[0]) or "prd.md" in json.dumps(requests[0])
+    start = max(done.stdout.rfind('{"prd"'), done.stdout.rfind('{\n  "prd"'))  # after the CLI's own output
+    result = json.loads(done.stdout[start:])
+    assert [t["title"] for t in result["tasks"]] == ["Add sub", "Document sub"]
+    created = {t["key"]: t["id"] for t in result["tasks"]}
+    shown = json.loads(specflux(project, "show", created["sub-docs"], "--json", env=env).stdout)
+    assert shown["dependencies"] == [created["sub"]]
