@@ -68,6 +68,14 @@ def test_budget_usd_stops_the_run_between_steps_with_the_numbers(project, tmp_pa
     t = last_session(project)
     assert t.get("Specflux-Cost-Usd") == "0.300000" and t["Specflux-Input-Tokens"] == "5000", git(project, "log", "-4", "--format=%s%n%(trailers)")
     assert "Specflux-Model" not in t, "the result named no model"
+    stats = json.loads(specflux(project, "stats", "--json").stdout)
+    assert stats["tasks"]["1"]["costUsd"] == 0.6 and stats["tasks"]["1"]["sessions"] == 2
+    assert stats["runs"][state["runId"]]["cacheReadTokens"] == 40000 and stats["total"]["costUsd"] == 0.6
+    assert stats["pricingDate"]
+    text = specflux(project, "stats").stdout
+    assert "$0.6000" in text and "total" in text, text
+    log = specflux(project, "log", "1").stdout
+    assert "SPENT" in log and "26,400 tok $0.3000" in log, log
 
 
 def test_an_agent_in_flight_is_stopped_when_its_streamed_cost_passes_what_is_left(project, tmp_path):
