@@ -3,7 +3,8 @@
 
 1. Engine cost per step. A temporary git repository with T independent tasks; a queue run over
    them is 2T steps (coder, then reviewer, on each task). The agent CLI is a tiny shell script
-   that does the least a session needs and exits at once: the coder writes the task's chain output,
+   that does the least a session needs and exits at once: the coder changes a file of the project
+   (a run refuses an attempt that changed nothing outside .specflux/) and writes the task's chain output,
    the reviewer writes an approving verdict to $SPECFLUX_HANDIN. No [validate], so no tests run.
    Compared with the same 2T sessions (same agent, same tasks, each committed) run without the
    engine, interleaved, on a fresh copy of the repository each time:
@@ -60,6 +61,7 @@ cat > /dev/null
 if [ "$SPECFLUX_ROLE" = reviewer ]; then
   printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}, {"criterion": "2", "met": true}, {"criterion": "3", "met": true}]}}' > "$SPECFLUX_HANDIN"
 else
+  printf 'changed by the bench agent\n' >> "src/$(basename "$SPECFLUX_TASK_FILE" .md).txt"  # a change outside .specflux/
   awk '$0 == "(To be completed)" { print "### Summary\nDone by the bench agent.\n\n### For Downstream Tasks\nNothing to add."; next } { print }' \
     "$SPECFLUX_TASK_FILE" > "$SPECFLUX_TASK_FILE.tmp" && mv "$SPECFLUX_TASK_FILE.tmp" "$SPECFLUX_TASK_FILE"
 fi
