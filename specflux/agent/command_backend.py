@@ -310,23 +310,23 @@ class CommandBackend:
         ]
         for thread in threads:
             thread.start()
-        try:
-            code = self._wait(proc, metered.passed)
-        except _BudgetPassed:
+        def stopped(stop: str, why: str) -> SessionOutcome:
+            """The outcome of an agent stopped before it finished: what it had spent by then (its
+            output read to the end), or unknown, never 0."""
             _stop(proc)
             for thread in threads[1:]:
                 thread.join(timeout=5)
-            stop, why = metered.why or ("token_budget", "past its budget")
             return SessionOutcome(stop=stop, error=why, usage=metered.meter.usage() or Usage.unknown(),
                                   turns=metered.meter.turns or 1, duration_ms=elapsed())
+
+        try:
+            code = self._wait(proc, metered.passed)
+        except _BudgetPassed:
+            return stopped(*(metered.why or ("token_budget", "past its budget")))
         except subprocess.TimeoutExpired:
-            _stop(proc)
-            return SessionOutcome(stop="error", error=f"the agent command timed out after {self.timeout_s:g}s "
-                                  "and was killed", turns=1, duration_ms=elapsed())
+            return stopped("error", f"the agent command timed out after {self.timeout_s:g}s and was killed")
         except KeyboardInterrupt:
-            _stop(proc)
-            return SessionOutcome(stop="interrupted", error="interrupted by the user", turns=1,
-                                  duration_ms=elapsed())
+            return stopped("interrupted", "interrupted by the user")
         finally:  # a second Ctrl-C inside a handler above still leaves no agent running
             if proc.poll() is None:
                 _stop(proc)

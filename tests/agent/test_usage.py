@@ -282,3 +282,17 @@ def test_a_command_agent_is_stopped_when_its_streamed_tokens_pass_its_budget(tmp
     outcome, took = streaming(tmp_path, request)
     assert outcome.stop == "token_budget" and took < 20
     assert "used 55,000 tokens, past its budget of 50,000" in outcome.error and outcome.usage.total >= 55_000
+
+
+def test_an_agent_that_times_out_keeps_what_it_spent_and_one_silent_is_unknown(tmp_path: Path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    request = SessionRequest(system="S", context="C", model="any", max_turns=1)
+    printed = json.dumps({"type": "assistant", "message": {"id": "m1", "model": "claude-sonnet-4-5",
+                                                           "usage": {"input_tokens": 700, "output_tokens": 20}}})
+    cmd = f"echo {shlex.quote(printed)}; sleep 30"
+    outcome = CommandBackend(cmd, timeout_s=1, stream=False).run(request, Toolbox(repo, Hooks()))
+    assert outcome.stop == "error" and "timed out" in outcome.error
+    assert (outcome.usage.known, outcome.usage.input_tokens, outcome.usage.model) == (True, 700, "claude-sonnet-4-5")
+    outcome = CommandBackend("sleep 30", timeout_s=1, stream=False).run(request, Toolbox(repo, Hooks()))
+    assert outcome.stop == "error" and outcome.usage == Usage.unknown()
