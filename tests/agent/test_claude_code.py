@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,36 @@ def test_planning_with_plan(project, tmp_path):
     created = {t["key"]: t["id"] for t in result["tasks"]}
     shown = json.loads(specflux(project, "show", created["sub-docs"], "--json", env=dict(os.environ)).stdout)
     assert shown["dependencies"] == [created["sub"]]
+
+
+def test_parallel_lanes_with_the_real_claude_code(git_repo, capsys, tmp_path):
+    """`flow start --parallel 2 --agent claude`: two Claude Code sessions at once, each in its
+    lane's worktree and sandbox, hand off through `specflux` (the reviewers' hand-ins land in the
+    run's folder, outside the worktrees); both tasks are merged back."""
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    for n in ("1", "2"):
+        assert run(capsys, git_repo, "new", f"File {n}", "--ac", f"file{n}.txt exists")[0] == 0
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "tasks")
+
+    def coder(n: str) -> list[Reply]:
+        hand_off = (f"echo {n} > file{n}.txt && specflux check {n} 1 && sed -i 's/^(To be completed)$/"
+                    f"### Summary\\nfile{n}.txt written\\n\\n### For Downstream Tasks\\nnone/' \"$SPECFLUX_TASK_FILE\"")
+        return [Reply(calls=[call("Bash", command=hand_off, description="work and hand off")]), Reply(text="Done.")]
+
+    def route(body: dict) -> tuple[str, str]:
+        first = json.dumps(body["messages"][0])
+        found = re.search(r"(Review of|Session on) task #(\w+)", first)
+        assert found, first[:2000]
+        return ("reviewer" if found.group(1) == "Review of" else "coder", found.group(2))
+
+    scripts = {("coder", n): coder(n) for n in ("1", "2")}
+    scripts.update({("reviewer", n): [review(True, f"file{n}.txt exists"), Reply(text="Approved.")] for n in ("1", "2")})
+    with ClaudeCodeServer(scripts, route=route) as server:
+        done = specflux(git_repo, "flow", "start", "--all", "--parallel", "2", "--agent", "claude",
+                        env=claude_env(server, tmp_path / "home"))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    state = json.loads(specflux(git_repo, "flow", "status", "--json", env=dict(os.environ)).stdout)
+    assert [t["status"] for t in state["tasks"]] == ["complete", "complete"]
+    assert (git_repo / "file1.txt").read_text() == "1\n" and (git_repo / "file2.txt").read_text() == "2\n"
+    assert server.served == {key: 2 for key in scripts}
