@@ -293,10 +293,14 @@ def resolve(kind: str, cmd: str | None = None, agents: Mapping[str, object] | No
 def installed(preset: Preset, path_var: str | None = None) -> Preset:
     """`preset`, or AgentError (the one line saying what to install) when its CLI is not on
     PATH: said before a run is created, not as the error of its first step."""
+    from specflux.agent.usage_readers import KINDS
+    from specflux.base.errors import AgentError
+
+    if preset.usage not in KINDS:
+        raise AgentError(f"--agent {preset.name}: usage = {preset.usage!r} names no reader of agent CLIs' "
+                         f"output (readers: {', '.join(KINDS)})")
     problem = preset.missing(path_var) if preset.name != "command" and preset.program else None
     if problem:
-        from specflux.base.errors import AgentError
-
         raise AgentError(problem)
     return preset
 

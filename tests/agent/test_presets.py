@@ -156,5 +156,9 @@ def test_a_cli_that_is_not_installed_is_one_line(project):
     planned = specflux(project, "plan", str(project / "prd.md"), "--agent", "claude",
                        path=str(Path(sys.executable).parent))
     assert planned.returncode == 1 and "npm install -g" in planned.stderr and "Traceback" not in planned.stderr
+    with open(project / ".specflux" / "config.toml", "a") as f:
+        f.write('\n[agents.odd]\ncommand = "true"\nusage = "mystery"\n')
+    odd = specflux(project, "flow", "start", "--all", "--agent", "odd")
+    assert odd.returncode == 1 and "usage = 'mystery' names no reader" in odd.stderr
     unknown = specflux(project, "run", "1", "--agent", "nope")
     assert unknown.returncode == 2 and "unknown agent 'nope'" in unknown.stderr
