@@ -206,9 +206,11 @@ AIDER = Preset(
     # `specflux` command could run. specflux commits, not aider; no analytics, update checks,
     # release notes or URL fetching; the repository map is off (its cache, .aider.tags.cache.v4/,
     # would land in the repository and the session's commit), and the chat history goes nowhere.
-    command="aider --message-file /dev/stdin --no-pretty --no-fancy-input --no-auto-commits --no-dirty-commits "
-            "--no-gitignore --no-check-update --no-analytics --no-show-release-notes --no-show-model-warnings "
-            "--no-detect-urls --map-tokens 0 --chat-history-file /dev/null --input-history-file /dev/null",
+    # --no-stream: the tokens it prints are then the API's count, not its own estimate.
+    command="aider --message-file /dev/stdin --no-pretty --no-stream --no-fancy-input --no-auto-commits "
+            "--no-dirty-commits --no-gitignore --no-check-update --no-analytics --no-show-release-notes "
+            "--no-show-model-warnings --no-detect-urls --map-tokens 0 --chat-history-file /dev/null "
+            "--input-history-file /dev/null",
     roles={},
     model="--model {model}",
     handover="stdin",

@@ -314,8 +314,8 @@ def test_a_run_codes_and_reviews_with_the_real_cli(cli: Cli, project: Path, tmp_
     roles = git(project, "log", "--format=%(trailers:key=Specflux-Role,valueonly)").split()
     assert roles.count("coder") == 1 and roles.count("reviewer") == 1
     assert git(project, "status", "--porcelain", "--", ".", ":!.specflux") == ""  # no CLI litter
-    # usage came from the CLI's own output
-    assert state["metrics"]["inputTokens"] > 0, state["metrics"]
+    # usage came from the CLI's own output: what the server said, 100 input tokens a request
+    assert state["metrics"]["inputTokens"] == 100 * len(requests), state["metrics"]
 
 
 @pytest.mark.parametrize("cli", each_cli())
