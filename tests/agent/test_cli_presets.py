@@ -3,8 +3,9 @@
 model server on 127.0.0.1 (specflux/agent/scripted_openai.py: the Responses API for Codex, Chat
 Completions for aider and opencode; scripted_gemini.py for Gemini CLI). Each real CLI reads the
 context specflux hands it, edits with its own edit tool, runs `specflux` through its own shell
-tool, and hands off: a whole `flow start` (coder, then reviewer with `specflux submit-review`) and
-a `plan` (planner with `specflux submit-tasks`), in the sandbox, as a user would run them.
+tool, and hands off: a whole `flow start` (coder, then reviewer with `specflux submit-review`), a
+`run` (one coder session completing the task) and a `plan` (planner with `specflux submit-tasks`),
+in the sandbox, as a user would run them.
 
 The CLIs are found under $SPECFLUX_TEST_TOOLS (default ~/.cache/specflux-test-tools): codex/,
 gemini-cli/, opencode/ (npm prefixes) and aider/ (a venv); a test skips when its CLI is absent.
@@ -338,3 +339,20 @@ def test_planning_with_the_real_cli(cli: Cli, project: Path, tmp_path: Path):
     created = {t["key"]: t["id"] for t in result["tasks"]}
     shown = json.loads(specflux(project, "show", created["sub-docs"], "--json", env=env).stdout)
     assert shown["dependencies"] == [created["sub"]]
+
+
+@pytest.mark.parametrize("cli", each_cli())
+def test_one_session_with_run(cli: Cli, project: Path, tmp_path: Path):
+    """`specflux run 1 --agent CLI`: one coder session outside a run; its hand-off (criterion ticked,
+    session logged, chain output written) completes the task, and the commit carries the usage."""
+    turns = cli.coder(project)
+    with cli.server(turns) as server:
+        env = cli_env(cli, server, tmp_path / "home")
+        done = specflux(project, "run", "1", "--agent", cli.name, "--model", cli.model, env=env)
+        requests = list(server.requests)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert len(requests) == len(turns)
+    assert (project / "src" / "calc.py").read_text() == RIGHT
+    trailers = git(project, "log", "-1", "--format=%(trailers:only,unfold)")
+    assert "Specflux-Task: 1" in trailers and "Specflux-Status: complete" in trailers, trailers
+    assert f"Specflux-Input-Tokens: {100 * len(turns)}" in trailers, trailers
