@@ -241,11 +241,18 @@ def each_cli():
 # --------------------------------------------------------------------- running them
 
 
+# What the CLIs would fetch besides their model (update checks, analytics, price lists, plugins
+# from npm) goes to a proxy that is not there and fails at once: the tests never reach the network.
+OFFLINE = {name: "http://127.0.0.1:9" for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy",
+                                                   "http_proxy", "all_proxy")}
+OFFLINE |= {"NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
 def cli_env(cli: Cli, server: ScriptedServer, home: Path) -> dict[str, str]:
     """The CLI and `specflux` on PATH, pointed at the scripted server, with a HOME of its own."""
     extra = cli.configure(server, home)
     path = os.pathsep.join([str(cli.binary.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, **extra, "PATH": path, "HOME": str(home), "SPECFLUX_CLI_SANDBOX": "auto"}
+    return {**os.environ, **extra, **OFFLINE, "PATH": path, "HOME": str(home), "SPECFLUX_CLI_SANDBOX": "auto"}
 
 
 def specflux(repo: Path, *args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
