@@ -215,7 +215,8 @@ AIDER = Preset(
     model="--model {model}",
     handover="stdin",
     usage="aider",
-    home=(".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json", ".env"),
+    home=(".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json", ".env",
+          ".aider/caches/model_prices_and_context_window.json"),  # kept a day: not fetched every session
     verified="0.86.2",
 )
 

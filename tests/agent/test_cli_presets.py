@@ -363,3 +363,48 @@ def test_one_session_with_run(cli: Cli, project: Path, tmp_path: Path):
     trailers = git(project, "log", "-1", "--format=%(trailers:only,unfold)")
     assert "Specflux-Task: 1" in trailers and "Specflux-Status: complete" in trailers, trailers
     assert f"Specflux-Input-Tokens: {100 * len(turns)}" in trailers, trailers
+
+
+@pytest.mark.skipif(CODEX.skip_reason() is not None, reason=CODEX.skip_reason() or "")
+def test_parallel_lanes_with_codex(git_repo: Path, tmp_path: Path, capsys):
+    """`flow start --parallel 2 --agent codex`: two tasks at once, each coder in its own worktree
+    (relative paths, its own task file there), each reviewer handing in from its lane; both merge."""
+    (git_repo / "src").mkdir()
+    (git_repo / "src" / "calc.py").write_text(WRONG)
+    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
+    assert run(capsys, git_repo, "new", "Fix add", "--ac", "add returns the sum")[0] == 0
+    assert run(capsys, git_repo, "new", "Write notes", "--ac", "NOTES.md exists")[0] == 0
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "project")
+
+    def coder(task: str, change: Reply) -> list[Reply]:
+        log = f'specflux check {task} 1 && specflux session {task} --did "done" --issues None --next "review" --no-commit'
+        return [change, Reply(calls=[call("exec_command", cmd=f"pwd; {log}")]),
+                codex_patch(f".specflux/task-states/task-{task}-state.md", PLACEHOLDER, CHAIN), Reply(text="Done.")]
+
+    reviewer = [Reply(calls=[call("exec_command", cmd=hand_in("submit-review", VERDICT))]), Reply(text="Approved.")]
+
+    notes = Reply(calls=[call("apply_patch", input="*** Begin Patch\n*** Add File: NOTES.md\n+add returns the sum\n"
+                                                   "*** End Patch\n")])
+    scripts = {("coder", "1"): coder("1", codex_patch("src/calc.py", "    return a - b", "    return a + b")),
+               ("coder", "2"): coder("2", notes),
+               ("reviewer", "1"): reviewer, ("reviewer", "2"): list(reviewer)}
+
+    def route(body: dict) -> tuple[str, str]:
+        text = json.dumps(body)
+        task = "1" if "task #1: Fix add" in text else "2"
+        return role_of(body), task
+
+    with ScriptedOpenAI(scripts, route=route) as server:
+        env = cli_env(CODEX, server, tmp_path / "home")
+        done = specflux(git_repo, "flow", "start", "--parallel", "2", "--agent", "codex", "--model", CODEX.model, env=env)
+        served = dict(server.served)
+        outputs = {item["output"] for body in server.requests for item in body["input"]
+                   if item.get("type") == "function_call_output" and "session 1 recorded" in item["output"]}
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert served == {key: len(turns) for key, turns in scripts.items()}, served
+    assert len(outputs) == 2 and all("/.specflux/worktrees/" in out for out in outputs), outputs  # pwd: its lane
+    state = json.loads(specflux(git_repo, "flow", "status", "--json", env=env).stdout)
+    assert state["status"] == "completed" and [t["status"] for t in state["tasks"]] == ["complete", "complete"]
+    assert (git_repo / "src" / "calc.py").read_text() == RIGHT
+    assert (git_repo / "NOTES.md").read_text() == "add returns the sum\n"
