@@ -19,6 +19,8 @@ is timed is the orchestration alone:
              checkpoint written before the next step starts: what specflux promises). LangGraph's
              default, `durability="async"` (the checkpoint written while the next step runs), is
              measured too, for scale.
+  CPU cost   both again with their syncs off (specflux inside `not_durable()`, SQLite with
+             `PRAGMA synchronous=OFF`): what each costs apart from waiting for the disk.
 
 Runs are interleaved (specflux, LangGraph sync, LangGraph async, ...) after a warm-up, each on a
 fresh copy of the workspace / a fresh database; reported: the median cost per step, the ratio,
@@ -53,6 +55,14 @@ from _common import PYTHON, fmt_ms, header, md, md_table, ratio  # noqa: E402
 REJECTED = 1  # the index of the task whose first review is a rejection
 CRITERIA = ("negative numbers are handled", "the signature is unchanged", "a test covers it")
 SYNC_CALLS = "fsync,fdatasync,msync,sync_file_range,syncfs"
+SIDES = {  # the cases, in the order they run in each round
+    "specflux": "specflux Engine (no git)",
+    "langgraph-sync": "LangGraph + SqliteSaver, durability=\"sync\"",
+    "langgraph-async": "LangGraph + SqliteSaver, durability=\"async\" (its default)",
+    "specflux-nosync": "specflux Engine, fsyncs off (`not_durable()`): its CPU cost",
+    "langgraph-nosync": "LangGraph, durability=\"sync\", `PRAGMA synchronous=OFF`: its CPU cost",
+}
+TRACED = ("specflux", "langgraph-sync", "langgraph-async")  # counted under strace
 
 
 # ------------------------------------------------------------------------------------ specflux
@@ -193,9 +203,10 @@ def lg_after_reviewer(state: LoopState) -> str:
     return "coder" if state["current"] < len(state["tasks"]) else END
 
 
-def langgraph_loop(db: Path, tasks: int, durability: str = "sync") -> tuple[int, float]:
+def langgraph_loop(db: Path, tasks: int, durability: str = "sync", synchronous: bool = True) -> tuple[int, float]:
     """The same loop as a LangGraph StateGraph with a durable SqliteSaver: (steps, ms of the
-    `invoke`; building the graph and opening the database are not timed)."""
+    `invoke`; building the graph and opening the database are not timed). `synchronous=False`:
+    SQLite's `PRAGMA synchronous=OFF` (no syncs at all; for where the time goes)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import END, START, StateGraph
 
@@ -209,6 +220,8 @@ def langgraph_loop(db: Path, tasks: int, durability: str = "sync") -> tuple[int,
     try:
         saver = SqliteSaver(conn)
         saver.setup()
+        if not synchronous:
+            conn.execute("PRAGMA synchronous=OFF")
         app = graph.compile(checkpointer=saver)
         start = {"tasks": [{"id": str(k + 1), "status": "pending", "acceptanceCriteria": list(CRITERIA)}
                            for k in range(tasks)], "current": 0, "reviews": {}, "steps": 0}
@@ -321,11 +334,12 @@ def main() -> int:
     try:
         template = make_workspace(work, tasks)
         settings = sqlite_settings(work / "settings.sqlite")
-        samples: dict[str, list[float]] = {"specflux": [], "langgraph-sync": [], "langgraph-async": []}
+        samples: dict[str, list[float]] = {side: [] for side in SIDES}
         steps: dict[str, int] = {}
         fsyncs: dict[str, int] = {}
         for i in range(runs + 1):  # every copy made first, then aged (see aged())
-            shutil.copytree(template, work / f"specflux-{i}")
+            for side in ("specflux", "specflux-nosync"):
+                shutil.copytree(template, work / f"{side}-{i}")
         for name in ("traced-specflux", "profiled"):
             shutil.copytree(template, work / name)
         aged()
@@ -336,27 +350,31 @@ def main() -> int:
                     with FsyncCounter() as counter:
                         n, ms = specflux_loop(folder)
                     fsyncs[side] = counter.calls
+                elif side == "specflux-nosync":
+                    from specflux.base.files import not_durable
+
+                    with not_durable():
+                        n, ms = specflux_loop(folder)
                 else:
                     folder.mkdir()
-                    n, ms = langgraph_loop(folder / "lg.sqlite", tasks, side.split("-", 1)[1])
+                    n, ms = langgraph_loop(folder / "lg.sqlite", tasks, "async" if side.endswith("async") else "sync",
+                                           synchronous=not side.endswith("nosync"))
                 steps[side] = n
                 if i:
                     samples[side].append(ms / n)
                 shutil.rmtree(folder, ignore_errors=True)
 
         traced = {}
-        for side in samples:
+        for side in TRACED:
             folder = work / f"traced-{side}"
             if side != "specflux":
                 folder.mkdir()
             traced[side] = traced_syncs(side, folder, tasks)
         per = {side: md(v) for side, v in samples.items()}
         rows = []
-        for side, label in (("specflux", "specflux Engine (no git)"),
-                            ("langgraph-sync", "LangGraph + SqliteSaver, durability=\"sync\""),
-                            ("langgraph-async", "LangGraph + SqliteSaver, durability=\"async\" (its default)")):
-            t = traced[side]
-            sync_calls = f"{t[0] / t[1]:.2f}" if t else "n/a (no strace)"
+        for side, label in SIDES.items():
+            t = traced.get(side)
+            sync_calls = f"{t[0] / t[1]:.2f}" if t else ("0" if side.endswith("nosync") else "n/a (no strace)")
             own = f"{fsyncs[side] / steps[side]:.2f}" if side in fsyncs else "-"
             rows.append([label, steps[side], f"{per[side]:.2f}", f"{min(samples[side]):.2f}-{max(samples[side]):.2f}",
                          ratio(per[side], per["langgraph-sync"]), sync_calls, own])

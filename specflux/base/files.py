@@ -104,8 +104,11 @@ def check_writable(path: Path, shown_as: str) -> None:
             raise FileSystemError(f"the {what} is read-only; make it writable (chmod u+w) to change it", where)
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that readers see the old file or the new one, never half."""
+def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
+    """Replace `path` with `text` so that readers see the old file or the new one, never half.
+    `sync=False`: without the fsyncs, for a file derived from others and rebuilt from them when it
+    is missing, stale or broken (a run's state.json and narrative.md): after a power loss it may
+    be the old one or empty, which its reader must recognise."""
     import tempfile  # not at the top: `show` and `list` never write
 
     try:
@@ -118,7 +121,7 @@ def atomic_write(path: Path, text: str) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
             f.flush()
-            if _durable:
+            if _durable and sync:
                 os.fsync(f.fileno())
         crash_point(f"atomic:{path.name}")
         os.replace(tmp, path)
@@ -128,7 +131,8 @@ def atomic_write(path: Path, text: str) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(path.parent)
+    if sync:
+        _fsync_dir(path.parent)
 
 
 def remove_stale_temps(path: Path) -> None:

@@ -133,12 +133,15 @@ class Run:
             return 0
 
     def save(self) -> None:
-        """Write `state.json` and `narrative.md` from the events (both derived, both rebuildable)."""
+        """Write `state.json` and `narrative.md` from the events (both derived, both rebuildable:
+        written whole but not fsynced; after a power loss a missing, stale or empty one is folded
+        again from the events, which are on the disk before either is written)."""
+        self.events.sync()
         state = self.state()
         if self.events.key is not None:  # a snapshot an agent edited is not taken for the fold
             state = {**state, "stateMac": self._snapshot_mac(state)}
-        atomic_write(self.dir / "state.json", json.dumps(state, indent=2, ensure_ascii=False) + "\n")
-        atomic_write(self.dir / "narrative.md", narrative.render(self.id, self.events.read()))
+        atomic_write(self.dir / "state.json", json.dumps(state, indent=2, ensure_ascii=False) + "\n", sync=False)
+        atomic_write(self.dir / "narrative.md", narrative.render(self.id, self.events.read()), sync=False)
 
     def commit(self, git, subject: str) -> str:
         """Commit the run's history (events, state, narrative) so that git holds the run too."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from specflux.base.errors import SpecfluxError
@@ -16,14 +17,13 @@ POLL_S = 0.2  # how often a running step checks for `flow stop`
 class StopWatcher:
     """While a step runs (between `start` and `stop`), watch the event log for `flow stop` and
     interrupt the step at once. One thread serves every step of a drive: it is started with the
-    first step and ends at `close` (a thread started per step cost ~0.7 ms of every step)."""
+    first step and ends at `close` (a thread started per step cost ~0.7 ms of every step). It
+    sleeps between looks, so starting and stopping a step wakes no one."""
 
     def __init__(self, run: "Run"):
         self.run = run
         self.stopped = False
         self._running = threading.Event()  # a step runs
-        self._idle = threading.Event()  # no step runs
-        self._idle.set()
         self._closed = False
         self._offset = 0
         self._generation = 0  # which step the offset belongs to
@@ -37,7 +37,6 @@ class StopWatcher:
             self._offset = 0
         self._generation += 1
         self.stopped = False
-        self._idle.clear()
         self._running.set()
         if self._thread is None:
             self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -45,24 +44,26 @@ class StopWatcher:
 
     def stop(self) -> None:
         self._running.clear()
-        self._idle.set()
 
     def close(self) -> None:
-        """No more steps: the thread ends."""
+        """No more steps: the thread ends (at once when it waits for a step, else after its sleep)."""
         self._closed = True
-        self.stop()
-        self._running.set()  # wakes the thread, which sees it is closed
+        self._running.set()
 
     def _watch(self) -> None:
         import _thread
 
         while True:
-            self._running.wait()
+            self._running.wait()  # between steps
             if self._closed:
                 return
-            if self._idle.wait(POLL_S):  # the step ended within the interval
-                continue
-            generation, offset = self._generation, self._offset
+            generation = self._generation
+            time.sleep(POLL_S)
+            if self._closed:
+                return
+            if generation != self._generation or not self._running.is_set():
+                continue  # that step ended (another may have started: it is looked at after the next sleep)
+            offset = self._offset
             try:
                 newer, offset = self.run.events.read_from(offset)
             except SpecfluxError:
