@@ -196,6 +196,10 @@ GEMINI = Preset(
     verified="0.61.0",
 )
 
+_AIDER_NOTE = ("Note: each line of a shell block you suggest runs as a command of its own, so hand in on one "
+               "line, the JSON echoed into it: echo {JSON} | specflux submit-review --json - "
+               "(or specflux submit-tasks --json -).")
+
 AIDER = Preset(
     name="aider",
     program="aider",
@@ -206,8 +210,11 @@ AIDER = Preset(
     # `specflux` command could run. specflux commits, not aider; no analytics, update checks,
     # release notes or URL fetching; the repository map is off (its cache, .aider.tags.cache.v4/,
     # would land in the repository and the session's commit), and the chat history goes nowhere.
-    # --no-stream: the tokens it prints are then the API's count, not its own estimate.
-    command="aider --message-file /dev/stdin --no-pretty --no-stream --no-fancy-input --no-auto-commits "
+    # --no-stream: the tokens it prints are then the API's count, not its own estimate. aider runs
+    # each line of a shell block as a command of its own (a heredoc breaks), so the context it
+    # reads ends with a note saying to hand in on one line.
+    command=f"{{ cat; printf '\\n\\n%s\\n' '{_AIDER_NOTE}'; }} | "
+            "aider --message-file /dev/stdin --no-pretty --no-stream --no-fancy-input --no-auto-commits "
             "--no-dirty-commits --no-gitignore --no-check-update --no-analytics --no-show-release-notes "
             "--no-show-model-warnings --no-detect-urls --map-tokens 0 --chat-history-file /dev/null "
             "--input-history-file /dev/null",

@@ -310,6 +310,8 @@ def test_a_run_codes_and_reviews_with_the_real_cli(cli: Cli, project: Path, tmp_
     if cli.read_tools:  # the reviewer may read and run commands, not edit
         offered = tool_names(reviewer[0])
         assert set(cli.read_tools) <= offered and not set(cli.edit_tools) & offered, offered
+    if cli.name == "aider":  # the preset's note after the context: a hand-in on one line
+        assert "hand in on one line" in json.dumps(reviewer[0])
     if cli.refusal:  # offered, but its own permissions refuse a reviewer's edit
         assert cli.refusal in json.dumps(reviewer[1]), json.dumps(reviewer[1])[-2000:]
     # the run: the task complete, its code fixed, one coder and one reviewer commit
