@@ -186,8 +186,9 @@ def _dies_with_us(cmd: str) -> list[str]:
     return [setpriv, "--pdeathsig", "TERM", "--", "/bin/sh", "-c", _guarded(cmd)]
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Kill the agent and everything it started, and reap it; Ctrl-C cannot cut this short."""
+def _stop(proc: subprocess.Popen, readers: list[threading.Thread] = ()) -> None:
+    """Kill the agent and everything it started, and reap it, then let `readers` (of its output)
+    read to the end; Ctrl-C cannot cut this short."""
     import signal
 
     main = threading.current_thread() is threading.main_thread()
@@ -195,6 +196,8 @@ def _stop(proc: subprocess.Popen) -> None:
     try:
         kill_group(proc)
         proc.wait()
+        for thread in readers:
+            thread.join(timeout=5)
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
@@ -313,9 +316,7 @@ class CommandBackend:
         def stopped(stop: str, why: str) -> SessionOutcome:
             """The outcome of an agent stopped before it finished: what it had spent by then (its
             output read to the end), or unknown, never 0."""
-            _stop(proc)
-            for thread in threads[1:]:
-                thread.join(timeout=5)
+            _stop(proc, threads[1:])
             return SessionOutcome(stop=stop, error=why, usage=metered.meter.usage() or Usage.unknown(),
                                   turns=metered.meter.turns or 1, duration_ms=elapsed())
 

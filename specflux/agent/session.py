@@ -165,10 +165,10 @@ def run_session(
     started = time.monotonic()
     try:
         outcome = backend.run(request, toolbox)
-    except KeyboardInterrupt:
-        outcome = SessionOutcome(stop="interrupted", error="interrupted by the user")
+    except KeyboardInterrupt:  # the backend said nothing of what it spent: unknown, not 0
+        outcome = SessionOutcome(stop="interrupted", error="interrupted by the user", usage=Usage.unknown())
     except SpecfluxError as e:
-        outcome = SessionOutcome(stop="error", error=str(e))
+        outcome = SessionOutcome(stop="error", error=str(e), usage=Usage.unknown())
     finally:
         toolbox.close()
     outcome.duration_ms = outcome.duration_ms or int((time.monotonic() - started) * 1000)

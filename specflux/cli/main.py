@@ -78,5 +78,8 @@ def run() -> None:
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started ignoring it (nohup, &): keep that
         signal.signal(signal.SIGINT, on_interrupt)
-    sys.exit(main())
+    code = main()
+    if interrupted:  # Python's exit puts back the default handler: a later Ctrl-C would kill it then
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
 
