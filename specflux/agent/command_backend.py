@@ -302,7 +302,7 @@ class CommandBackend:
         proc = subprocess.Popen(argv, cwd=root, env=full_env, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         out = OutputTail()
-        metered = _Metered(out, UsageMeter(self.usage_kind), request)
+        metered = _Metered(out, UsageMeter(self.usage_kind, model=self.model), request)
         err_tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         threads = [
             threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True),
@@ -337,7 +337,7 @@ class CommandBackend:
         outcome = SessionOutcome(stop="end_turn", turns=1, duration_ms=elapsed())
         usage, turns = metered.meter.usage(), metered.meter.turns
         if usage is None:  # one JSON value over many lines (gemini's json), read whole
-            usage, turns = read_usage_and_turns(self.usage_kind, out.text())
+            usage, turns = read_usage_and_turns(self.usage_kind, out.text(), self.model)
         outcome.usage, outcome.turns = usage or Usage.unknown(), turns or 1
         if code != 0:
             self._failed(outcome, code, "".join(err_tail).strip(), exited_ms / 1000)

@@ -103,11 +103,13 @@ def gemini_usage(stats: dict[str, Any]) -> Usage | None:
 class UsageMeter:
     """The running usage of one session, fed its output line by line."""
 
-    def __init__(self, kind: str = "auto"):
+    def __init__(self, kind: str = "auto", model: str | None = None):
+        """`model`: the model the CLI was told to use (`--model`), for output that does not name
+        one (codex); a model the output names wins."""
         if kind not in KINDS:
             raise ValueError(f"no usage reader {kind!r} (readers: {', '.join(KINDS)})")
         self.kind = kind
-        self.model: str | None = None
+        self.model: str | None = model
         self.turns = 0
         self._final: Usage | None = None  # a report of the whole session (claude result, codex, gemini)
         self._messages: dict[str, Usage] = {}  # claude stream-json: each message's usage, by id
@@ -244,8 +246,8 @@ def read_usage(kind: str, text: str) -> Usage | None:
     return read_usage_and_turns(kind, text)[0]
 
 
-def read_usage_and_turns(kind: str, text: str) -> tuple[Usage | None, int]:
-    meter = UsageMeter(kind)
+def read_usage_and_turns(kind: str, text: str, model: str | None = None) -> tuple[Usage | None, int]:
+    meter = UsageMeter(kind, model)
     try:
         whole = json.loads(text)  # one JSON value over many lines (gemini json, claude json --verbose)
     except ValueError:

@@ -296,3 +296,14 @@ def test_an_agent_that_times_out_keeps_what_it_spent_and_one_silent_is_unknown(t
     assert (outcome.usage.known, outcome.usage.input_tokens, outcome.usage.model) == (True, 700, "claude-sonnet-4-5")
     outcome = CommandBackend("sleep 30", timeout_s=1, stream=False).run(request, Toolbox(repo, Hooks()))
     assert outcome.stop == "error" and outcome.usage == Usage.unknown()
+
+
+def test_the_model_the_cli_was_told_prices_output_that_names_none(tmp_path: Path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    request = SessionRequest(system="S", context="C", model="any", max_turns=1)
+    cmd = f"printf '%s\\n' {shlex.quote(lines(CODEX_EXEC))}"
+    outcome = CommandBackend(cmd, timeout_s=30, stream=False, model="gpt-5").run(request, Toolbox(repo, Hooks()))
+    assert outcome.usage.model == "gpt-5" and outcome.usage.output_tokens == 122
+    assert Pricing().cost(outcome.usage) == pytest.approx((315 * 1.25 + 122 * 10 + 24448 * 0.125) / 1e6)
+    assert read_usage("claude", json.dumps(CLAUDE_RESULT)).model == "claude-sonnet-4-5-20250929", "named: it wins"
