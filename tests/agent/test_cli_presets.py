@@ -68,11 +68,24 @@ class Cli:
     read_tools: tuple[str, ...] = ()  # the reviewer must be offered these ...
     edit_tools: tuple[str, ...] = ()  # ... and not these
     refusal: str = ""  # or: the reviewer's first turn tries an edit, refused with this
+    node: int = 0  # the Node.js major version its npm package needs, if any
 
     def skip_reason(self) -> str | None:
-        if self.binary.exists():
-            return None
-        return f"{self.name} is not installed at {self.binary} (.ci/run installs it, pinned to {PRESETS[self.name].verified})"
+        if not self.binary.exists():
+            return (f"{self.name} is not installed at {self.binary} (.ci/run installs it, pinned to "
+                    f"{PRESETS[self.name].verified})")
+        if self.node and node_major() < self.node:
+            return f"{self.name} needs Node.js {self.node} or later (this node: {node_major() or 'none'})"
+        return None
+
+
+def node_major() -> int:
+    """The major version of the `node` on PATH, 0 without one."""
+    try:
+        done = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return 0
+    return int(done.stdout.strip().lstrip("v").split(".")[0] or 0) if done.returncode == 0 else 0
 
 
 # --------------------------------------------------------------------- Codex
@@ -150,7 +163,7 @@ GEMINI = Cli(
         Reply(calls=[call("run_shell_command", command=hand_in("submit-tasks", PLAN), description="tasks")]),
         Reply(text="Planned."),
     ],
-    read_tools=("read_file", "run_shell_command"), edit_tools=("replace", "write_file"),
+    read_tools=("read_file", "run_shell_command"), edit_tools=("replace", "write_file"), node=20,
 )
 
 
