@@ -47,6 +47,7 @@ class EventLog:
         self._end = 0  # the file's size after this process's last append (0: not known)
         self._last: tuple[int, str] = (0, "")  # that append's seq and mac: the chain goes on from them
         self._unsynced = False  # lines appended by this process and not fsynced yet
+        self.last_line: tuple[int, bytes, int] | None = None  # this process's last append: (start, bytes, end)
 
     def _mac(self, previous: str, body: bytes) -> str:
         return hmac.new(self.key, previous.encode() + body, hashlib.sha256).hexdigest()[:32]
@@ -79,6 +80,7 @@ class EventLog:
                     self._fsync(fd)
                 self._end = os.fstat(fd).st_size  # (under the lock: no one else appended)
                 self._last = (record["seq"], mac or previous)
+                self.last_line = (self._end - len(data), data, self._end)
             finally:
                 os.close(fd)
         return record

@@ -96,8 +96,17 @@ class Run:
 
     def record(self, event: dict[str, Any], sync: bool = True) -> dict[str, Any]:
         """Append an event (fsynced, with those before it, unless `sync` is False: then with the
-        next synced one, or `events.sync()`); the next `state()` folds it in."""
-        return self.events.append(event, sync)
+        next synced one, or `events.sync()`) and fold it into the state: parsed from the line as
+        written, when the state had every line before it (else the next `state()` reads it)."""
+        written = self.events.append(event, sync)
+        start, data, end = self.events.last_line
+        if self._state and start == self._offset:  # no one else's line between: ours is the next one
+            line = json.loads(data)
+            fold([line], self._state, in_place=True)
+            if self.events.key is not None:
+                self._state["lastMac"] = line["mac"]
+            self._offset = self._state["eventsOffset"] = end
+        return written
 
     def state(self) -> dict[str, Any]:
         """The state folded from every event: from the snapshot on (when it is current), and then
