@@ -10,7 +10,7 @@ from specflux.base.errors import UsageError
 from specflux.cli import command
 from specflux.cli.output import emit_json
 from specflux.surface.tasks import open_manager
-from specflux.surface.views import cost_text, money
+from specflux.surface.views import cost_text, money, tokens_text
 
 
 @command("flow")
@@ -71,7 +71,7 @@ def _finish(run, state) -> int:
     m = state["metrics"]
     print(f"  tasks: {m['tasksCompleted']} complete, {m['tasksFailed']} failed of {len(state['tasks'])}; "
           f"{state['iteration']} step(s), {m['totalAttempts']} coder attempt(s), {m['totalReviews']} review(s); "
-          f"tokens: {m['inputTokens']} input, {m['outputTokens']} output; cost {cost_text(m)}"
+          f"{tokens_text(m)}; cost {cost_text(m)}"
           + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd") else ""))
     if status == "paused" and state.get("pausedFor") == "approval":
         print(f"  waiting for approval: specflux flow approve {run.id}  (or: flow reject {run.id} --note ...)")
@@ -188,9 +188,7 @@ def flow_status(args) -> int:
     if task:
         lines.append(safe(f"  current task: {task['id']} {task['title']} (attempt {state['currentAttempts']})"))
     m = state["metrics"]
-    lines.append(safe(f"  spent: {m.get('inputTokens', 0)} input, {m.get('outputTokens', 0)} output, "
-                      f"{m.get('cacheReadTokens', 0)} cache-read, {m.get('cacheWriteTokens', 0)} cache-write tokens; "
-                      f"cost {cost_text(m)}" + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd")
+    lines.append(safe(f"  spent: {tokens_text(m, cache=True)}; cost {cost_text(m)}" + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd")
                                                 else "")))
     if lanes > 1:
         open_steps = [s for s in state["openSteps"].values() if s["status"] in ("WAITING", "RUNNING") and s.get("taskId")]
@@ -199,7 +197,7 @@ def flow_status(args) -> int:
     for t in state["tasks"]:
         m = state["taskMetrics"].get(t["id"], {})
         lines.append(f"  {safe(t['id']):<8} {word(t['status'], 11)} attempts {m.get('attempts', 0)}, reviews {m.get('reviews', 0)}, "
-                     f"{m.get('inputTokens', 0)}/{m.get('outputTokens', 0)} tokens, {cost_text(m)}, "
+                     f"{tokens_text(m)}, cost {cost_text(m)}, "
                      f"{m.get('durationMs', 0) / 1000:.1f} s"
                      f"  {safe(t['title'])}")
     for task_id, branch in (state.get("stoppedBranches") or {}).items():

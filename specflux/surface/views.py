@@ -114,6 +114,20 @@ def money(cost: float | None) -> str:
     return f"${cost:.4f}" if cost < 1 else f"${cost:,.2f}"
 
 
+def tokens_text(metrics: dict[str, Any], cache: bool = False) -> str:
+    """Tokens of sessions (a run's `metrics`, a task's `taskMetrics`): `1200 input, 340 output`
+    (and cache reads and writes with `cache`), with how many sessions' usage is unknown, or
+    `unknown` when no session's usage could be read."""
+    keys = [("inputTokens", "input"), ("outputTokens", "output")]
+    keys += [("cacheReadTokens", "cache-read"), ("cacheWriteTokens", "cache-write")] if cache else []
+    unknown = metrics.get("usageUnknown", 0)
+    if unknown and not any(metrics.get(k) for k in ("inputTokens", "outputTokens", "cacheReadTokens",
+                                                     "cacheWriteTokens")):
+        return "tokens unknown"
+    text = ", ".join(f"{metrics.get(k, 0)} {name}" for k, name in keys) + " tokens"
+    return text + (f" (+ {unknown} session{'s' if unknown > 1 else ''} unknown)" if unknown else "")
+
+
 def cost_text(metrics: dict[str, Any]) -> str:
     """What sessions cost (a run's `metrics`, a task's `taskMetrics`, `stats`' rows): the money
     where it is known, and how many sessions it leaves out; `unknown` when none was priced."""
