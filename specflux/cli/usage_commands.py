@@ -22,8 +22,11 @@ def cmd_stats(args) -> int:
     from specflux.surface.views import cost_text, table
 
     def rows(group: dict) -> list[list[str]]:
-        return [[name, str(s["sessions"]), f"{s['inputTokens']:,}", f"{s['outputTokens']:,}",
-                 f"{s['cacheReadTokens']:,}", f"{s['cacheWriteTokens']:,}", cost_text(s)] for name, s in group.items()]
+        """A row per name; tokens no session could read are `unknown`, never 0."""
+        keys = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
+        return [[name, str(s["sessions"]),
+                 *(["unknown"] * 4 if s["usageUnknown"] == s["sessions"] else [f"{s[k]:,}" for k in keys]),
+                 cost_text(s)] for name, s in group.items()]
 
     total = stats["total"]
     if not total["sessions"]:
