@@ -23,6 +23,8 @@ class _Unused:
 
 def _agent_options(s, cmd_note: str = "") -> None:
     """--agent, --cmd, --recording and --model, as `run` and `plan` take them."""
+    if isinstance(s, _Unused):
+        return  # another command's line: the presets are not even imported
     from specflux.agent.presets import AgentNames, agent_help
 
     s.add_argument("--agent", choices=AgentNames(), default="anthropic", metavar="AGENT", help=agent_help())
