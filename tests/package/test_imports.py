@@ -82,6 +82,12 @@ def test_list_and_check_build_no_model_objects(workspace, tmp_path):
         assert "specflux.format.model" not in imported(workspace, tmp_path, *args), args
 
 
+def test_one_task_commands_load_no_agent_presets(workspace, tmp_path):
+    """The presets (and the --agent options built from them) belong to `run`, `plan` and `flow`."""
+    for args in (("show", "2"), ("check", "2", "1"), ("context", "2")):
+        assert "specflux.agent.presets" not in imported(workspace, tmp_path, *args), args
+
+
 def test_the_default_config_file_means_the_defaults(tmp_path):
     """What `specflux init` writes reads as the built-in defaults (so reading it may skip TOML)."""
     from specflux.store.config import DEFAULT_CONFIG, Config, load_config
