@@ -46,13 +46,13 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from specflux.base.errors import NotFoundError, ParseError, UsageError
 from specflux.flow.workflow.condition_fields import STATE_FIELDS, STATE_SCHEMA, _Reads  # noqa: F401 (STATE_FIELDS: part of this module's API)
 from specflux.flow.decisions import plain as _plain  # jsonata reads only dicts and lists
+from specflux.flow.workflow.fast_conditions import evaluate_simple, fields_named as _fields_named
 from specflux.flow.workflow.toml_lines import _EdgeLines, _scan_lines
 
 ROLES = ("planner", "coder", "validate", "reviewer", "approval")
@@ -107,6 +107,9 @@ class Edge:
         """
         if self.when is None:
             return True
+        answer = evaluate_simple(self.when, state)  # the seed's shapes without JSONata; None: it decides
+        if answer is not None:
+            return answer
         compiled = self._compiled
         if compiled is None:  # an Edge built by hand rather than loaded
             compiled = _compile(self.when)
@@ -125,18 +128,6 @@ class Edge:
             raise WorkflowError(f"edge `{self.id}`: `when` gave {_show(result)}, not true or false "
                                 f"(compare with `=`, or wrap it in $boolean() or $exists())", self._path, where)
         return result
-
-
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@lru_cache(maxsize=None)
-def _fields_named(expression: str) -> frozenset[str] | None:
-    """The top-level state fields an expression names (a superset of what it reads: a name in a
-    string adds a field, never drops one), or None when it may read anything (`*`, `$$`)."""
-    if "*" in expression or "$$" in expression:
-        return None
-    return frozenset(w for w in _WORD.findall(expression) if w in STATE_SCHEMA)
 
 
 @dataclass(frozen=True)
