@@ -96,11 +96,12 @@ class TaskStateManager:
             rows = [self.summary(task_id) for task_id in ids]
         return [r for r in rows if status is None or r.status == status or r.error is not None and status == "broken"]
 
-    def summary(self, task_id: str) -> TaskSummary:
-        """The row of `list` for one task; a broken file gives a row with its error."""
+    def summary(self, task_id: str, data: bytes | None = None) -> TaskSummary:
+        """The row of `list` for one task (from `data`, its bytes, when given); a broken file
+        gives a row with its error."""
         rel = self.ws.task_rel(task_id)
         try:
-            data = read_bytes(os.path.join(self.ws.root, rel))
+            data = read_bytes(os.path.join(self.ws.root, rel)) if data is None else data
         except IsADirectoryError:
             return TaskSummary(task_id, rel, 0, error=SpecfluxError("is a folder, not a task file; move it away", rel))
         except OSError as e:  # unreadable, or removed while listing

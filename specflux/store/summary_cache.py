@@ -14,6 +14,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
+from specflux.base.files import read_bytes
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -24,6 +26,12 @@ RACY_NS = 2_000_000_000
 
 _FIELDS = ("title", "status", "done", "total", "sessions", "dependencies")
 
+# Rows of files too recently written to be cached on disk (racy), keyed on the file's path, each
+# with the bytes it was parsed from: a run accepting task after task reads every task's
+# dependencies each time, and would otherwise parse again each file it wrote in the last 2 s.
+_RECENT: dict[str, tuple[bytes, list]] = {}
+_RECENT_MAX = 4096
+
 
 def enabled() -> bool:
     return os.environ.get("SPECFLUX_CACHE", "1") != "0"
@@ -33,8 +41,9 @@ def _key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[[str], object], row_type) -> list:
-    """The rows for `ids`, from the cache where the file is unchanged, parsed (and cached) otherwise."""
+def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], row_type) -> list:
+    """The rows for `ids`, from the cache where the file is unchanged, parsed (and cached) otherwise.
+    `parse(task_id, data=None)` gives a task's row (from `data`, the file's bytes, when given)."""
     cache_file = ws.dir / "cache" / "summaries.json"
     root = str(ws.root)
     try:
@@ -59,14 +68,35 @@ def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[[str], object],
             row.dependencies = list(row.dependencies)
             fresh[task_id] = entry
         else:
-            row = parse(task_id)
+            row = _parsed(os.path.join(root, rel), task_id, rel, parse, row_type)
             broken = broken or row.error is not None
             if key is not None and row.error is None and now - max(key[2], key[3]) > RACY_NS:
                 fresh[task_id] = [key, [getattr(row, f) for f in _FIELDS]]
+                _RECENT.pop(os.path.join(root, rel), None)
         rows.append(row)
     if fresh != entries and not broken:  # a command that meets a broken file writes nothing
         _save(cache_file, fresh)
     return rows
+
+
+def _parsed(path: str, task_id: str, rel: str, parse: Callable[..., object], row_type):
+    """The row of a file the cache could not vouch for: from _RECENT when its bytes are the ones
+    parsed before in this process (a row is a function of the bytes alone), parsed otherwise."""
+    try:
+        data = read_bytes(path)
+    except OSError:  # gone, a folder, unreadable: the parser says so in the row
+        return parse(task_id)
+    seen = _RECENT.get(path)
+    if seen is not None and seen[0] == data:
+        row = row_type(task_id, rel, len(data), **dict(zip(_FIELDS, seen[1])))
+        row.dependencies = list(row.dependencies)
+        return row
+    row = parse(task_id, data)
+    if row.error is None:
+        if len(_RECENT) >= _RECENT_MAX:
+            _RECENT.clear()
+        _RECENT[path] = (data, [list(v) if isinstance(v, list) else v for v in (getattr(row, f) for f in _FIELDS)])
+    return row
 
 
 def _save(cache_file: Path, entries: dict) -> None:
