@@ -31,6 +31,7 @@ _FIELDS = ("title", "status", "done", "total", "sessions", "dependencies")
 # dependencies each time, and would otherwise parse again each file it wrote in the last 2 s.
 _RECENT: dict[str, tuple[bytes, list]] = {}
 _RECENT_MAX = 4096
+_LOADED: dict[str, tuple[list[int], dict]] = {}  # cache file -> (its stat key, its entries)
 
 
 def enabled() -> bool:
@@ -46,12 +47,7 @@ def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], r
     `parse(task_id, data=None)` gives a task's row (from `data`, the file's bytes, when given)."""
     cache_file = ws.dir / "cache" / "summaries.json"
     root = str(ws.root)
-    try:
-        with open(cache_file, "rb") as f:
-            data = json.loads(f.read())
-        entries = data["entries"] if data.get("version") == VERSION else {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        entries = {}
+    entries = _entries(cache_file)
     fresh: dict[str, list] = {}
     rows = []
     broken = False
@@ -74,9 +70,30 @@ def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], r
                 fresh[task_id] = [key, [getattr(row, f) for f in _FIELDS]]
                 _RECENT.pop(os.path.join(root, rel), None)
         rows.append(row)
-    if fresh != entries and not broken:  # a command that meets a broken file writes nothing
+    # Written when it learns a row (a command that meets a broken file writes nothing). Entries
+    # of changed files are dropped then, not before: a stale entry's key never matches its file.
+    if not broken and any(entries.get(task_id) != entry for task_id, entry in fresh.items()):
         _save(cache_file, fresh)
     return rows
+
+
+def _entries(cache_file: Path) -> dict:
+    """The cache's entries; kept in-process while the file's stat is unchanged (an entry, wherever
+    it comes from, is true of any file with its key, so an older copy is never wrong, only smaller)."""
+    try:
+        key = _key(os.stat(cache_file))
+        held = _LOADED.get(str(cache_file))
+        if held is not None and held[0] == key:
+            return held[1]
+        with open(cache_file, "rb") as f:
+            data = json.loads(f.read())
+        entries = data["entries"] if data.get("version") == VERSION else {}
+        if not isinstance(entries, dict):
+            return {}
+        _LOADED[str(cache_file)] = (key, entries)
+        return entries
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def _parsed(path: str, task_id: str, rel: str, parse: Callable[..., object], row_type):
@@ -106,5 +123,6 @@ def _save(cache_file: Path, entries: dict) -> None:
         tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"version": VERSION, "entries": entries}, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, cache_file)
+        _LOADED[str(cache_file)] = (_key(os.stat(cache_file)), entries)
     except OSError:
         pass
