@@ -52,23 +52,25 @@ def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], r
     rows = []
     broken = False
     now = time.time_ns()
+    base = os.path.join(root, "")
     for task_id in ids:
         rel = ws.task_rel(task_id)
+        path = base + rel
         try:
-            key = _key(os.stat(os.path.join(root, rel)))
+            st = os.stat(path)
+            key = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
         except OSError:
             key = None
         entry = entries.get(task_id)
         if key is not None and entry is not None and entry[0] == key:
-            row = row_type(task_id, rel, key[0], **dict(zip(_FIELDS, entry[1])))
-            row.dependencies = list(row.dependencies)
+            row = _row(row_type, task_id, rel, key[0], entry[1])
             fresh[task_id] = entry
         else:
-            row = _parsed(os.path.join(root, rel), task_id, rel, parse, row_type)
+            row = _parsed(path, task_id, rel, parse, row_type)
             broken = broken or row.error is not None
             if key is not None and row.error is None and now - max(key[2], key[3]) > RACY_NS:
                 fresh[task_id] = [key, [getattr(row, f) for f in _FIELDS]]
-                _RECENT.pop(os.path.join(root, rel), None)
+                _RECENT.pop(path, None)
         rows.append(row)
     # Written when it learns a row (a command that meets a broken file writes nothing). Entries
     # of changed files are dropped then, not before: a stale entry's key never matches its file.
@@ -96,6 +98,12 @@ def _entries(cache_file: Path) -> dict:
         return {}
 
 
+def _row(row_type, task_id: str, rel: str, size: int, values: list):
+    """A row from cached values (in _FIELDS order, which is the row's own after id, path, size)."""
+    title, status, done, total, sessions, dependencies = values
+    return row_type(task_id, rel, size, title, status, done, total, sessions, list(dependencies))
+
+
 def _parsed(path: str, task_id: str, rel: str, parse: Callable[..., object], row_type):
     """The row of a file the cache could not vouch for: from _RECENT when its bytes are the ones
     parsed before in this process (a row is a function of the bytes alone), parsed otherwise."""
@@ -105,9 +113,7 @@ def _parsed(path: str, task_id: str, rel: str, parse: Callable[..., object], row
         return parse(task_id)
     seen = _RECENT.get(path)
     if seen is not None and seen[0] == data:
-        row = row_type(task_id, rel, len(data), **dict(zip(_FIELDS, seen[1])))
-        row.dependencies = list(row.dependencies)
-        return row
+        return _row(row_type, task_id, rel, len(data), seen[1])
     row = parse(task_id, data)
     if row.error is None:
         if len(_RECENT) >= _RECENT_MAX:
