@@ -119,6 +119,7 @@ def _created(state: dict, e: dict) -> None:
         "iteration": 0,
         "maxIterations": e.get("maxIterations"),
         "tokenBudget": e.get("tokenBudget"),
+        "budgetUsd": e.get("budgetUsd"),  # US dollars the run may spend (None: no money budget)
         "taskStepLimit": e.get("taskStepLimit"),  # steps one task may take (edge workflows; None: no limit)
         "stallRounds": e.get("stallRounds"),  # rounds without a change that end the run as stalled
         "stall": {},  # task id -> {"sig": the last coder round's outcome, "rounds": how often in a row}
@@ -132,7 +133,6 @@ def _created(state: dict, e: dict) -> None:
         "controls": [],
         "stepTries": {},  # step id -> how often it finished (a retry runs the same step again)
         "stepErrors": {},  # step id -> how often it finished with an error
-        "budgetUsd": e.get("budgetUsd"),  # US dollars the run may spend (None: no money budget)
         "lastDecision": None,  # the last decision event, for its effects after a crash
         "requestedByLast": [],  # the step ids it requested so far (done ones leave openSteps)
         "booted": False,
