@@ -62,6 +62,9 @@ def no_network(monkeypatch):
     monkeypatch.setenv("SPECFLUX_CLI_SANDBOX", "off")
 
 
+# The same for fixtures made once per module or session (before any test's monkeypatch runs).
+os.environ["SPECFLUX_CLI_SANDBOX"] = "off"
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
     "GIT_AUTHOR_EMAIL": "author@example.com",
