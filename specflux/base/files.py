@@ -248,6 +248,9 @@ def _shown(path: Path) -> str:
     return str(path)
 
 
+_deferring = False  # a deferred_interrupts block is open (in the main thread)
+
+
 @contextmanager
 def deferred_interrupts() -> Iterator[None]:
     """Hold Ctrl-C (and SIGTERM) until the block is done, then raise KeyboardInterrupt: a write
@@ -255,9 +258,11 @@ def deferred_interrupts() -> Iterator[None]:
     import signal  # not at the top: `show` and `list` never write
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    global _deferring
+    if threading.current_thread() is not threading.main_thread() or _deferring:
+        yield  # another thread, or inside a block that already defers: the outer one raises, at its end
         return
+    _deferring = True
     caught: list[int] = []
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     for sig in previous:
@@ -267,6 +272,7 @@ def deferred_interrupts() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _deferring = False
     if caught:
         raise KeyboardInterrupt
 
