@@ -207,8 +207,8 @@ class AnthropicBackend:
                 if toolbox.handed_in:  # end_session, submit_review or submit_tasks was accepted
                     return "end_session", None
             messages.append({"role": "user", "content": results})
-            if request.token_budget is not None and outcome.usage.total > request.token_budget:
-                return "token_budget", f"used {outcome.usage.total} tokens of a budget of {request.token_budget}"
+            if request.token_budget is not None and outcome.usage.budgeted > request.token_budget:
+                return "token_budget", f"used {outcome.usage.budgeted} tokens of a budget of {request.token_budget}"
             if request.budget_usd is not None and request.pricing is not None:
                 cost = request.pricing.cost(outcome.usage)
                 if cost is not None and cost > request.budget_usd:

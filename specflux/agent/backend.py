@@ -62,6 +62,14 @@ class Usage:
             + self.cache_creation_input_tokens
         )
 
+    @property
+    def budgeted(self) -> int:
+        """The tokens a token budget counts: input, output and cache writes. A cache read re-reads
+        a token counted once already, when it was written or sent (an agent CLI's session reads
+        its whole context again on every turn: a 30-turn Claude Code session reads ~1M cached
+        tokens); the money budget prices cache reads at what they cost."""
+        return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
+
 
 @dataclass
 class SessionRequest:
@@ -71,7 +79,7 @@ class SessionRequest:
     context: str  # the task context, sent as the first user message
     model: str
     max_turns: int
-    token_budget: int | None = None  # stop once `Usage.total` exceeds it
+    token_budget: int | None = None  # stop once `Usage.budgeted` exceeds it
     budget_usd: float | None = None  # stop once `Usage.cost_usd` exceeds it
     pricing: Any = None  # a `pricing.Pricing` for the cost of usage the agent does not price itself
     max_tokens: int = 8192  # per response

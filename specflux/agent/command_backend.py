@@ -83,8 +83,8 @@ class _Metered:
         usage, request = self.meter.usage(), self.request
         if usage is None:
             return
-        if request.token_budget is not None and usage.total > request.token_budget:
-            self.why = ("token_budget", f"the agent used {usage.total:,} tokens, past its budget of "
+        if request.token_budget is not None and usage.budgeted > request.token_budget:
+            self.why = ("token_budget", f"the agent used {usage.budgeted:,} tokens, past its budget of "
                                         f"{request.token_budget:,}; it was stopped")
         elif request.budget_usd is not None:
             cost = request.pricing.cost(usage) if request.pricing is not None else \

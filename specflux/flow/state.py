@@ -14,6 +14,8 @@ from typing import Any, Iterable, Mapping
 RUN_STATUSES = ("created", "running", "paused", "completed", "failed", "user_exit")
 FINISHED = ("completed", "failed", "user_exit")
 TOKEN_KEYS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens")
+# What a token budget counts: cache reads re-read tokens counted once already (Usage.budgeted).
+BUDGET_KEYS = ("inputTokens", "outputTokens", "cacheWriteTokens")
 # Money: `costUsd` sums what the sessions cost where it is known; `costUnknown` counts sessions whose
 # model the pricing table does not know, `usageUnknown` those whose agent printed no usage at all.
 COST_KEYS = ("costUsd", "costUnknown", "usageUnknown")

@@ -57,7 +57,7 @@ class FlowConfig:
     worktree_setup_timeout_s: float = 900
     parallel: int = 1  # lanes when `flow start` is not given --parallel
     max_iterations: int = 0  # steps per run; 0: derived from the run (flow/limits.py)
-    token_budget: int = 20_000_000  # tokens per run (input + output + cache reads and writes); 0: none
+    token_budget: int = 20_000_000  # tokens per run (input, output and cache writes: Usage.budgeted); 0: none
     stall_rounds: int = 3  # coder rounds in a row without a change that end a run as stalled; 0: never
     budget_usd: float = 0.0  # US dollars per run (agent/pricing.py turns tokens into money); 0: none
 
@@ -304,7 +304,7 @@ suggest_split_sessions = 20  # suggest decomposing a task past this many session
 [agent]
 model = "claude-sonnet-5-5"
 max_turns = 40
-token_budget = 400000        # input + output tokens per session
+token_budget = 400000        # input, output and cache-write tokens per session (cache reads are not counted)
 max_tokens = 8192            # per response
 command_timeout_s = 120      # run_command default timeout
 sandbox = "auto"             # run_command may write only in the repository (not .git/ or .specflux/)
@@ -330,7 +330,7 @@ commit = true                # commit every session; --no-commit skips one
 # worktree_setup = "npm ci"
 # worktree_setup_timeout_s = 900
 # max_iterations = 0         # steps per run; 0: the run's tasks x the steps its workflow allows each
-# token_budget = 20000000    # tokens per run (input, output, cache reads and writes); --token-budget overrides
+# token_budget = 20000000    # tokens per run (input, output, cache writes); --token-budget overrides
 # stall_rounds = 3           # a task going round this often with no change in tree, tests or review
 #                            # issues ends the run as stalled; 0: never
 # budget_usd = 0             # US dollars per run (priced by the table below); --budget-usd overrides

@@ -284,6 +284,33 @@ def test_a_command_agent_is_stopped_when_its_streamed_tokens_pass_its_budget(tmp
     assert "used 55,000 tokens, past its budget of 50,000" in outcome.error and outcome.usage.total >= 55_000
 
 
+CACHED_AGENT = """\
+import json, sys, time
+sys.stdin.read()
+for n in range(1, 31):  # a 30-turn session re-reading its 40,000-token context from the cache each turn
+    print(json.dumps({"type": "assistant", "message": {"id": f"m{n}", "model": "claude-sonnet-4-5",
+          "usage": {"input_tokens": 200, "output_tokens": 300, "cache_read_input_tokens": 40000,
+                    "cache_creation_input_tokens": 500}}}), flush=True)
+    time.sleep(0.03)
+"""
+
+
+def test_a_token_budget_does_not_count_cache_reads(tmp_path: Path):
+    """1.2M cache reads, 30,000 tokens otherwise: a 400k session budget lets it finish."""
+    script = tmp_path / "agent.py"
+    script.write_text(CACHED_AGENT)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    request = SessionRequest(system="S", context="C", model="any", max_turns=1, token_budget=400_000)
+    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    outcome = CommandBackend(cmd, timeout_s=60, stream=False).run(request, Toolbox(repo, Hooks()))
+    assert outcome.stop == "end_turn", outcome.error
+    assert outcome.usage.cache_read_input_tokens == 1_200_000 and outcome.usage.budgeted == 30_000
+    request.token_budget = 20_000  # cache writes count: 500 a turn
+    outcome = CommandBackend(cmd, timeout_s=60, stream=False).run(request, Toolbox(repo, Hooks()))
+    assert outcome.stop == "token_budget" and "past its budget of 20,000" in outcome.error
+
+
 def test_an_agent_that_times_out_keeps_what_it_spent_and_one_silent_is_unknown(tmp_path: Path):
     repo = tmp_path / "repo"
     repo.mkdir()

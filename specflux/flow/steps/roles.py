@@ -411,12 +411,12 @@ def retry_context(state: dict[str, Any], task_id: str) -> str:
 
 def _budget_left(state: dict[str, Any]) -> int | None:
     """Tokens the run may still spend, or None without a run-wide budget."""
-    from specflux.flow.state import TOKEN_KEYS
+    from specflux.flow.state import BUDGET_KEYS
 
     budget = state.get("tokenBudget")
     if not budget:
         return None
-    return budget - sum((state.get("metrics") or {}).get(k, 0) for k in TOKEN_KEYS)
+    return budget - sum((state.get("metrics") or {}).get(k, 0) for k in BUDGET_KEYS)
 
 
 def _budget_left_usd(state: dict[str, Any]) -> float | None:

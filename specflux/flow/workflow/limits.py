@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from specflux.flow.state import TOKEN_KEYS
+from specflux.flow.state import BUDGET_KEYS
 
 if TYPE_CHECKING:
     from specflux.flow.workflow.workflow_file import Workflow
@@ -57,7 +57,7 @@ def limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None) -> 
     if cap and state["iteration"] >= cap:
         return f"max_iterations: the run took {state['iteration']} steps, its cap (maxIterations) is {cap}"
     budget = state.get("tokenBudget")
-    used = sum(state["metrics"][k] for k in TOKEN_KEYS)
+    used = sum(state["metrics"][k] for k in BUDGET_KEYS)
     if budget and used >= budget:
         return f"token_budget: the run used {used:,} tokens of its budget of {budget:,}"
     budget_usd = state.get("budgetUsd")
