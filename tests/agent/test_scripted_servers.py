@@ -4,8 +4,9 @@ the shapes the agent CLIs read (test_cli_presets.py runs the CLIs themselves whe
 from __future__ import annotations
 
 import json
-
-import httpx
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 
 from specflux.agent.scripted import Fail, Reply, call
 from specflux.agent.scripted_gemini import ScriptedGemini
@@ -15,7 +16,40 @@ USAGE = {"input_tokens": 70, "output_tokens": 20, "cache_read_input_tokens": 30,
 APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "edit files"}
 
 
-def events(response: httpx.Response) -> list[tuple[str | None, object]]:
+@dataclass
+class Response:
+    status_code: int
+    headers: dict[str, str]
+    text: str
+
+    def json(self):
+        return json.loads(self.text)
+
+
+class http:
+    """POST and GET with the standard library: the test needs nothing the package does not
+    (httpx is not a dependency; the anthropic SDK brings httpx2)."""
+
+    @staticmethod
+    def _send(request: urllib.request.Request) -> Response:
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, r.read().decode())
+        except urllib.error.HTTPError as e:
+            return Response(e.code, {k.lower(): v for k, v in e.headers.items()}, e.read().decode())
+
+    @classmethod
+    def post(cls, url: str, json: object) -> Response:
+        data = globals()["json"].dumps(json).encode()
+        return cls._send(urllib.request.Request(url, data=data, method="POST",
+                                                headers={"content-type": "application/json"}))
+
+    @classmethod
+    def get(cls, url: str) -> Response:
+        return cls._send(urllib.request.Request(url))
+
+
+def events(response: Response) -> list[tuple[str | None, object]]:
     """(event name, data) of each server-sent event; data parsed as JSON unless it is `[DONE]`."""
     out, name = [], None
     for line in response.text.splitlines():
@@ -33,7 +67,7 @@ def test_responses_streamed_as_codex_reads_them():
                                          call("exec_command", cmd="ls")], usage=USAGE)
     with ScriptedOpenAI([turn]) as server:
         body = {"model": "gpt-5.5", "stream": True, "input": [], "tools": [APPLY_PATCH]}
-        got = httpx.post(f"{server.base_url}/v1/responses", json=body)
+        got = http.post(f"{server.base_url}/v1/responses", json=body)
         assert server.requests == [body]
     assert got.headers["content-type"] == "text/event-stream"
     stream = events(got)
@@ -52,11 +86,11 @@ def test_responses_streamed_as_codex_reads_them():
 def test_chat_completions_streamed_and_not():
     turns = [Reply(calls=[call("bash", command="ls")], usage=USAGE), Reply(text="done")]
     with ScriptedOpenAI(turns) as server:
-        streamed = httpx.post(f"{server.base_url}/v1/chat/completions",
+        streamed = http.post(f"{server.base_url}/v1/chat/completions",
                               json={"model": "m", "stream": True, "stream_options": {"include_usage": True},
                                     "messages": []})
-        whole = httpx.post(f"{server.base_url}/v1/chat/completions", json={"model": "m", "messages": []}).json()
-        models = httpx.get(f"{server.base_url}/v1/models").json()
+        whole = http.post(f"{server.base_url}/v1/chat/completions", json={"model": "m", "messages": []}).json()
+        models = http.get(f"{server.base_url}/v1/models").json()
     stream = events(streamed)
     assert stream[-1] == (None, "[DONE]")
     calls = [c for _, chunk in stream[:-1] for choice in chunk["choices"] for c in choice["delta"].get("tool_calls", [])]
@@ -69,9 +103,9 @@ def test_chat_completions_streamed_and_not():
 
 def test_openai_failures_and_the_end_of_the_script():
     with ScriptedOpenAI([Fail(429, retry_after=2, message="slow down")]) as server:
-        limited = httpx.post(f"{server.base_url}/v1/responses", json={"model": "m", "input": []})
-        over = httpx.post(f"{server.base_url}/v1/chat/completions", json={"model": "m", "messages": []})
-        lost = httpx.post(f"{server.base_url}/v1/embeddings", json={})
+        limited = http.post(f"{server.base_url}/v1/responses", json={"model": "m", "input": []})
+        over = http.post(f"{server.base_url}/v1/chat/completions", json={"model": "m", "messages": []})
+        lost = http.post(f"{server.base_url}/v1/embeddings", json={})
     assert limited.status_code == 429 and limited.headers["retry-after"] == "2"
     assert limited.json()["error"]["message"] == "slow down"
     assert over.status_code == 400 and "no more turns" in over.json()["error"]["message"]
@@ -82,9 +116,9 @@ def test_gemini_generate_content_streamed_and_not():
     turns = {"main": [Reply(calls=[call("read_file", file_path="/a.py")], usage=USAGE), Reply(text="done")]}
     with ScriptedGemini(turns, route=lambda body: "main") as server:
         base = f"{server.base_url}/v1beta/models/gemini-2.5-flash"
-        streamed = httpx.post(f"{base}:streamGenerateContent?alt=sse", json={"contents": []})
-        counted = httpx.post(f"{base}:countTokens", json={"contents": [{"parts": [{"text": "hello"}]}]}).json()
-        whole = httpx.post(f"{base}:generateContent", json={"contents": []}).json()
+        streamed = http.post(f"{base}:streamGenerateContent?alt=sse", json={"contents": []})
+        counted = http.post(f"{base}:countTokens", json={"contents": [{"parts": [{"text": "hello"}]}]}).json()
+        whole = http.post(f"{base}:generateContent", json={"contents": []}).json()
         assert [body["_method"] for body in server.requests] == ["streamGenerateContent", "generateContent"]
         assert server.requests[0]["_model"] == "gemini-2.5-flash"
     [(_, answer)] = events(streamed)
@@ -98,8 +132,8 @@ def test_gemini_generate_content_streamed_and_not():
 
 def test_gemini_errors():
     with ScriptedGemini([Fail(503, message="overloaded")]) as server:
-        failed = httpx.post(f"{server.base_url}/v1beta/models/m:generateContent", json={"contents": []})
-        unknown = httpx.post(f"{server.base_url}/v1beta/models/m:embedContent", json={})
+        failed = http.post(f"{server.base_url}/v1beta/models/m:generateContent", json={"contents": []})
+        unknown = http.post(f"{server.base_url}/v1beta/models/m:embedContent", json={})
     assert failed.status_code == 503 and failed.json()["error"] == {"code": 503, "message": "overloaded",
                                                                      "status": "UNAVAILABLE"}
     assert unknown.status_code == 404
