@@ -179,7 +179,7 @@ def test_zsh_script_registers_with_compdef(scripts):
     ("specflux li", ["lint", "list"]),
     ("specflux show ", ["1", "2", "T3"]),
     ("specflux list --status c", ["complete"]),
-    ("specflux flow start --agent ", AGENT_NAMES),
+    ("specflux flow start --agent ", sorted(AGENT_NAMES)),
     ("specflux set 2 --add-dep ", ["1", "2", "T3"]),
 ])
 def test_zsh_completes_in_an_interactive_shell(scripts, workspace, line, expected):
