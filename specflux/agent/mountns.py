@@ -80,18 +80,7 @@ def make_read_only(dir_fd: int, name: str) -> None:
     try:
         if stat.S_ISLNK(os.fstat(fd).st_mode):
             raise OSError(errno.ELOOP, f"{name} is a symlink")
-        empty = ctypes.c_char_p(b"")
-        tree = _syscall(_OPEN_TREE, "open_tree", ctypes.c_int(fd), empty,
-                        ctypes.c_uint(OPEN_TREE_CLONE | os.O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))
-        try:
-            attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
-            flags = ctypes.c_uint(AT_EMPTY_PATH | AT_RECURSIVE)
-            _syscall(_MOUNT_SETATTR, "mount_setattr", ctypes.c_int(tree), empty, flags, ctypes.byref(attr),
-                     ctypes.c_size_t(ctypes.sizeof(attr)))
-            _syscall(_MOVE_MOUNT, "move_mount", ctypes.c_int(tree), empty, ctypes.c_int(fd), empty,
-                     ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
-        finally:
-            os.close(tree)
+        _remount_on_itself(fd, _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0), AT_EMPTY_PATH | AT_RECURSIVE)
     finally:
         os.close(fd)
 
@@ -102,16 +91,21 @@ def make_writable(path: str) -> None:
     `make_read_only`. Never follows a symlink."""
     fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY)
     try:
-        empty = ctypes.c_char_p(b"")
-        tree = _syscall(_OPEN_TREE, "open_tree", ctypes.c_int(fd), empty,
-                        ctypes.c_uint(OPEN_TREE_CLONE | os.O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))
-        try:
-            attr = _MountAttr(0, MOUNT_ATTR_RDONLY, 0, 0)
-            _syscall(_MOUNT_SETATTR, "mount_setattr", ctypes.c_int(tree), empty, ctypes.c_uint(AT_EMPTY_PATH),
-                     ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)))
-            _syscall(_MOVE_MOUNT, "move_mount", ctypes.c_int(tree), empty, ctypes.c_int(fd), empty,
-                     ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
-        finally:
-            os.close(tree)
+        _remount_on_itself(fd, _MountAttr(0, MOUNT_ATTR_RDONLY, 0, 0), AT_EMPTY_PATH)
     finally:
         os.close(fd)
+
+
+def _remount_on_itself(fd: int, attr: "_MountAttr", setattr_flags: int) -> None:
+    """Clone the mount tree at `fd` (with the mounts beneath it), give the clone `attr` (with
+    `setattr_flags`: AT_RECURSIVE for every mount in it, else its top one), and mount it on `fd`."""
+    empty = ctypes.c_char_p(b"")
+    tree = _syscall(_OPEN_TREE, "open_tree", ctypes.c_int(fd), empty,
+                    ctypes.c_uint(OPEN_TREE_CLONE | os.O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE))
+    try:
+        _syscall(_MOUNT_SETATTR, "mount_setattr", ctypes.c_int(tree), empty, ctypes.c_uint(setattr_flags),
+                 ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)))
+        _syscall(_MOVE_MOUNT, "move_mount", ctypes.c_int(tree), empty, ctypes.c_int(fd), empty,
+                 ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH))
+    finally:
+        os.close(tree)
