@@ -71,7 +71,9 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
         folder = Path(handin).parent
         folder.mkdir(parents=True, exist_ok=True)
         writable.append(str(folder))
-    env = {"HOME": str(home), "TMPDIR": str(tmp), "XDG_CONFIG_HOME": str(home / ".config"),
+    # zsh puts a here-document's temp file at $TMPPREFIX (default /tmp/zsh), not in $TMPDIR
+    env = {"HOME": str(home), "TMPDIR": str(tmp), "TMPPREFIX": str(tmp / "zsh"),
+           "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
     argv = sandbox.argv(line, root, tmp, also=writable)

@@ -362,7 +362,8 @@ class Toolbox:
         if self.sandbox is not None and self.sandbox.confined:
             if self._tmp is None:
                 self._tmp = Path(tempfile.mkdtemp(prefix="specflux-run-"))
-            env.update(TMPDIR=str(self._tmp), TMP=str(self._tmp), TEMP=str(self._tmp))
+            tmp = str(self._tmp)  # zsh puts a here-document's temp file at $TMPPREFIX, not in $TMPDIR
+            env.update(TMPDIR=tmp, TMP=tmp, TEMP=tmp, TMPPREFIX=str(self._tmp / "zsh"))
             command = self.sandbox.argv(a.command, self.root, self._tmp)
         proc = subprocess.Popen(command, shell=isinstance(command, str), cwd=self.root, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -22,7 +22,7 @@ SANDBOX = choose("auto")
 pytestmark = pytest.mark.skipif(not SANDBOX.confined, reason=f"no sandbox on this system: {SANDBOX.reason}")
 
 AGENT = '''\
-import json, os, subprocess, sys
+import json, os, shutil, subprocess, sys
 outside, report = sys.argv[1], {}
 def attempt(name, path):
     try:
@@ -45,6 +45,9 @@ except OSError as e:
     report["key"] = type(e).__name__
 report["check"] = subprocess.run(["specflux", "check", "1", "1"], capture_output=True, text=True).returncode
 report["home"] = os.environ["HOME"]
+for shell in ("bash", "zsh"):  # a here-document's temp file (zsh's goes to $TMPPREFIX, not $TMPDIR)
+    if shutil.which(shell):
+        report[shell] = subprocess.run([shell, "-c", "cat <<'EOF'\\nhere\\nEOF"], capture_output=True, text=True).stdout
 with open("report.json", "w") as f:
     json.dump(report, f)
 '''
@@ -96,6 +99,8 @@ def test_a_sandboxed_agent_cli_writes_only_its_work_and_its_hand_off(project, tm
     assert report["own_home"] == "written" and report["home"] != str(tmp_path / "home")  # a private HOME
     assert report["work"] == "written" and (project / "src" / "work.py").read_text() == "mischief"
     assert report["check"] == 0  # the hand-off through specflux gets through
+    for shell in ("bash", "zsh"):  # what agent CLIs run commands in: Claude Code prefers zsh
+        assert report.get(shell, "here\n") == "here\n", (shell, report.get(shell))
     if sandbox == "bwrap":  # bubblewrap also hides the runs' keys and keeps the holds read-only
         assert report["key"] == "FileNotFoundError" and report["holds"] != "written"
     else:  # Landlock confines writes only

@@ -212,6 +212,14 @@ def test_the_temp_folder_is_private_writable_and_kept_for_the_session(box: Toolb
     assert not tmp.exists()
 
 
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_here_documents_work_in_the_shells_agents_use(box: Toolbox, shell: str):
+    """A here-document needs a temp file: bash makes it in $TMPDIR, zsh at $TMPPREFIX."""
+    if not shutil.which(shell):
+        pytest.skip(f"{shell} is not installed")
+    assert "here" in succeeds(box, f"{shell} -c \"cat <<'EOF'\nhere\nEOF\"")
+
+
 def test_devices_and_the_standard_streams_are_writable(box: Toolbox):
     out = succeeds(box, "echo a > /dev/null && echo out > /dev/stdout && echo err > /dev/stderr "
                         "&& head -c 4 /dev/zero > /dev/null")
