@@ -12,7 +12,8 @@ The points (see tests/test_kill_points.py):
   merge:fast-forwarded      the user's branch moved to the merge commit, nothing recorded yet
   event:TYPE[:WHAT]         before a parallel run appends an event (`event:step_finished:merge`,
                             `event:decision:merge`, `event:task_status:complete`, `event:status:completed`);
-  recorded:TYPE[:WHAT]      and just after
+  recorded:TYPE[:WHAT]      and just after (`recorded:files`: a decision's write journal on the disk,
+                            its files not written yet)
   writeback:before-write    a task completing: its source's new text made, nothing written yet
   writing:NAME              a change set: the files before NAME written, NAME and the rest not yet
   atomic:NAME               a file NAME being replaced: its new text in a temporary file, not renamed yet

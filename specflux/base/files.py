@@ -5,9 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Protocol
 
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import ParseError, SpecfluxError
@@ -33,6 +34,34 @@ def not_durable() -> Iterator[None]:
 def durable() -> bool:
     """Whether writes are fsynced (see `not_durable`)."""
     return _durable
+
+
+class WriteJournal(Protocol):
+    """Where a change set's writes are made durable as one record, instead of one fsync (and one
+    of the folder) per file: a run's event log, fsynced once per step (see `journaled`)."""
+
+    def before(self, writes: list[tuple[Path, bytes | None, str]]) -> None:
+        """Record (path, bytes before or None, text after) of every write, durably, before any of
+        them is made: after a power loss the record is there to redo a write the disk lost."""
+
+    def undone(self) -> None:
+        """The writes recorded last were put back (a later write or the commit failed)."""
+
+
+_local = threading.local()  # .journal: the WriteJournal of this thread's change sets, if any
+
+
+@contextmanager
+def journaled(journal: WriteJournal) -> Iterator[None]:
+    """Within the block (in this thread), a change set records its writes in `journal` and then
+    writes its files without fsyncs: one fsync in all (the journal's) for the writes of one step.
+    A change set that also deletes files writes them the usual way."""
+    was = getattr(_local, "journal", None)
+    _local.journal = journal
+    try:
+        yield
+    finally:
+        _local.journal = was
 
 
 def read_text(path: Path, shown_as: str | None = None) -> str:
@@ -284,6 +313,7 @@ class ChangeSet:
         self.pending: dict[Path, str] = {}
         self.removed: list[Path] = []
         self._originals: dict[Path, bytes | None] = {}
+        self._journal: WriteJournal | None = None  # where the writes were recorded, if anywhere
         self.shown = shown
 
     def text_of(self, path: Path) -> str | None:
@@ -322,6 +352,10 @@ class ChangeSet:
                 continue
             check_writable(path, shown)
             todo.append((path, before))
+        journal = getattr(_local, "journal", None) if todo and not self.removed else None
+        if journal is not None:
+            journal.before([(path, before, self.pending[path]) for path, before in todo])
+            self._journal = journal
         changed = []
         try:
             for path, before in todo:
@@ -331,7 +365,7 @@ class ChangeSet:
                     remove_stale_temps(path)  # kill left beside it would show in their `git status`
                 try:
                     path.parent.mkdir(parents=True, exist_ok=True)
-                    atomic_write(path, self.pending[path])
+                    atomic_write(path, self.pending[path], sync=journal is None)
                 except OSError as e:
                     del self._originals[path]
                     raise os_error(e, self.shown(path)) from None
@@ -365,6 +399,9 @@ class ChangeSet:
             except OSError:
                 pass
         self._originals.clear()
+        if self._journal is not None:
+            journal, self._journal = self._journal, None
+            journal.undone()
 
 
 def _restore(path: Path, data: bytes) -> None:

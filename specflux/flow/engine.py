@@ -6,8 +6,11 @@ events appended before and after it (`step_started`, `step_finished`), and each 
 recorded before its effects (tasks accepted or failed, new steps requested), so that after
 `kill -9` at any moment `drive()` continues exactly where the run was: a finished step is never
 run again, an interrupted one is run again once (its attempt committed as such first). The log
-is fsynced once per step, at `step_started` (SYNCED): after a power loss the run resumes from
-that step at worst, which is the same recovery (a step whose session finished is not run again).
+is fsynced once per step (SYNCED): at `step_started`, or when a decision's effects journal the
+task files they write (flow/record/journal.py), which are then written without fsyncs of their
+own. After a power loss the run resumes from the last step synced at worst, which is the same
+recovery (a step whose session finished is not run again), and a drive first writes back any
+journaled file the disk lost.
 
 The decision itself comes from a Spec (decisions.py): the engine gives it the state, the step's
 response and a context whose `now` and `seed` are recorded in the step's event, so a replay of
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from specflux.base.crashpoint import ENV as CRASH_ENV
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import SpecfluxError
+from specflux.base.files import journaled
 from specflux.format.render import now_stamp
 from specflux.flow.decisions import (
     AgentErrorInfo,
@@ -34,8 +38,10 @@ from specflux.flow.decisions import (
     RequestApproval,
     RequestWork,
 )
+from specflux.flow.record.journal import FILES, UNDONE, RunJournal, redo_lost_writes
 from specflux.flow.record.stop_watch import StopWatcher
-from specflux.flow.steps.roles import Interrupted, StepResult
+from specflux.flow.steps.evidence import untested_acceptance
+from specflux.flow.steps.roles import Interrupted, StepResult, failed_attempt
 from specflux.flow.workflow.limits import limit_reached
 from specflux.flow.state import FINISHED, copied, in_flight, task_by_id, waiting
 
@@ -46,10 +52,13 @@ if TYPE_CHECKING:
     from specflux.flow.record.run import Run
 
 # The events after which the log is fsynced (with every event before them): a step's start, before
-# its agent works, and a change of the run's status, before the engine stops. The rest of a step's
-# events (its result, the decision, the steps requested) are written at once, so that `kill -9`
-# loses none of them, and reach the disk with the next of these: one fsync per step.
-SYNCED = frozenset({"step_started", "status"})
+# its agent works, a change of the run's status, before the engine stops, and the journal of the
+# task files a decision's effects write (flow/record/journal.py), before they are written. The
+# rest of a step's events (its result, the decision, the steps requested) are written at once, so
+# that `kill -9` loses none of them, and reach the disk with the next of these. A step whose
+# effects were journaled had its fsync there: the next `step_started` waits for the next one.
+# One fsync per step.
+SYNCED = frozenset({"step_started", "status", FILES, UNDONE})
 
 
 class Engine:
@@ -66,6 +75,7 @@ class Engine:
         self.stamp_clock = stamp_clock
         self._deciding: dict[str, Any] | None = None  # the finished step being decided on
         self._watcher: StopWatcher | None = None  # one for every step of a drive
+        self._journaled = False  # this step's effects were journaled: the log was fsynced then
 
     # ----------------------------------------------------------------- driving
 
@@ -75,6 +85,8 @@ class Engine:
             state = self.run.state()
             if state["status"] in FINISHED:
                 return state
+            for line in redo_lost_writes(self.run, self.manager.ws.root, self.manager.git):
+                self.say(line)
             self._settle_last_decision()  # the effects a crash cut short, the end of the run included
             if self.run.state()["status"] in FINISHED:
                 self._save_history()
@@ -341,9 +353,10 @@ class Engine:
             return
         decision = Decision.from_json(last["decision"])
         state = self.run.state()
-        for action in decision.actions:
-            if isinstance(action, Annotate):
-                self._task_effect(action, state)
+        with journaled(RunJournal(self.manager.ws.root, last["seq"], self._record)):
+            for action in decision.actions:
+                if isinstance(action, Annotate):
+                    self._task_effect(action, state)
         for i, action in enumerate(a for a in decision.actions if isinstance(a, (RequestWork, RequestApproval))):
             step_id = action.step_id or f"s{last['seq']}" + (f"-{i + 1}" if i else "")
             if step_id in self.run.state().get("requestedByLast", ()):
@@ -386,7 +399,7 @@ class Engine:
                 self.say(f"task {task_id} complete; wired into task {target}")
             for notice in outcome.notices:
                 self.say(notice)
-            untested = _untested(state, task_id, self.manager)
+            untested = untested_acceptance(state, task_id, self.manager)
             if untested:
                 self.say(f"task {task_id} accepted untested: {untested}")
                 reason = f"accepted untested: {untested}"
@@ -447,6 +460,10 @@ class Engine:
         is appended, `recorded:TYPE[:WHAT]` just after (tests of `kill -9` between an effect and
         its record; WHAT: the step's kind, the status, or for a decision the kind decided on)."""
         sync = event["type"] in SYNCED
+        if event["type"] in (FILES, UNDONE):
+            self._journaled = True
+        elif event["type"] == "step_started":
+            sync, self._journaled = sync and not self._journaled, False
         if not os.environ.get(CRASH_ENV):
             self.run.record(event, sync)
             return
@@ -470,28 +487,3 @@ class Engine:
             return self.moments[step_id]
         return int(self.clock() * 1000), random.SystemRandom().randrange(2**32)
 
-
-def _untested(state: dict[str, Any], task_id: str, manager) -> str | None:
-    """Why the task's acceptance is not backed by passing tests, where `[validate]` is set and the
-    workflow accepted it anyway (a custom workflow with no path through the tests)."""
-    if getattr(manager.ws.config, "validate", None) is None:
-        return None
-    own = (state.get("laneOutputs") or {}).get(task_id) or {}
-    checked = (own.get("coderOutput") or {}).get("selfValidation") or {}
-    if checked.get("passed") is True:
-        return None
-    issues = "; ".join(str(i) for i in (checked.get("issues") or [])[:3])
-    return f"its last tests did not pass ({issues or 'no test result'})"
-
-
-def failed_attempt(step: dict[str, Any], result: StepResult, why: str) -> StepResult:
-    """`result` turned into a failed attempt (a coder's) or a refused verdict (a reviewer's), `why` said."""
-    task_id = step.get("taskId")
-    if step["kind"] == "reviewer":
-        output = {"taskId": task_id, "approved": False, "criteriaResults": [],
-                  "issues": [{"severity": "blocker", "description": why}]}
-    else:
-        output = {"taskId": task_id, "code": (result.output or {}).get("code", ""), "status": "needs_revision",
-                  "selfValidation": {"passed": False, "issues": [why]}}
-    return StepResult("OK", output, usage=result.usage, duration_ms=result.duration_ms, commit=result.commit,
-                      stamp=result.stamp, refused=why)

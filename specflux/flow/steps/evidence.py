@@ -3,7 +3,8 @@
 - `work_tree_fingerprint`: the tree an attempt left (stall detection compares rounds by it);
 - `task_unchanged`: whether a task's attempts in the run changed anything at all ("no change");
 - `expects_change`: the few tasks that need none say so in their metadata;
-- `unjudged`: a review that does not judge the task's own criteria cannot complete it.
+- `unjudged`: a review that does not judge the task's own criteria cannot complete it;
+- `untested_acceptance`: an acceptance the tests do not back, said when a workflow makes one.
 """
 
 from __future__ import annotations
@@ -93,3 +94,16 @@ def work_tree_fingerprint(manager: "TaskStateManager") -> str | None:
         except OSError:  # deleted, a folder, a rename's old name: its status line says enough
             pass
     return digest.hexdigest()[:16]
+
+
+def untested_acceptance(state: dict[str, Any], task_id: str, manager: "TaskStateManager") -> str | None:
+    """Why the task's acceptance is not backed by passing tests, where `[validate]` is set and the
+    workflow accepted it anyway (a custom workflow with no path through the tests)."""
+    if getattr(manager.ws.config, "validate", None) is None:
+        return None
+    own = (state.get("laneOutputs") or {}).get(task_id) or {}
+    checked = (own.get("coderOutput") or {}).get("selfValidation") or {}
+    if checked.get("passed") is True:
+        return None
+    issues = "; ".join(str(i) for i in (checked.get("issues") or [])[:3])
+    return f"its last tests did not pass ({issues or 'no test result'})"

@@ -485,3 +485,16 @@ def _error_info(message: str) -> AgentErrorInfo:
     if "timed out" in lowered or "timeout" in lowered:
         return AgentErrorInfo("TIMEOUT", message)
     return AgentErrorInfo("ERROR", message)
+
+
+def failed_attempt(step: dict[str, Any], result: StepResult, why: str) -> StepResult:
+    """`result` turned into a failed attempt (a coder's) or a refused verdict (a reviewer's), `why` said."""
+    task_id = step.get("taskId")
+    if step["kind"] == "reviewer":
+        output = {"taskId": task_id, "approved": False, "criteriaResults": [],
+                  "issues": [{"severity": "blocker", "description": why}]}
+    else:
+        output = {"taskId": task_id, "code": (result.output or {}).get("code", ""), "status": "needs_revision",
+                  "selfValidation": {"passed": False, "issues": [why]}}
+    return StepResult("OK", output, usage=result.usage, duration_ms=result.duration_ms, commit=result.commit,
+                      stamp=result.stamp, refused=why)
