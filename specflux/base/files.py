@@ -64,6 +64,24 @@ def journaled(journal: WriteJournal) -> Iterator[None]:
         _local.journal = was
 
 
+_clock: dict[int, int] = {}  # st_dev -> the latest change time this process saw a write of its own get
+
+
+def observe_clock(st: os.stat_result) -> None:
+    """Note the change time of a file this process has just written (its fstat): the file system's
+    own clock had reached it. See `clock_passed`."""
+    if st.st_ctime_ns > _clock.get(st.st_dev, 0):
+        _clock[st.st_dev] = st.st_ctime_ns
+
+
+def clock_passed(st: os.stat_result) -> bool:
+    """Whether the clock of the file system `st` is on had passed the file's mtime and ctime before
+    now (a write of this process since got a later change time): any change made to the file from
+    now on gets a later time, so while its stat is unchanged, its bytes are too. Git's racy-entry
+    rule, with a clock read from the file system itself rather than assumed from its granularity."""
+    return _clock.get(st.st_dev, 0) > max(st.st_mtime_ns, st.st_ctime_ns)
+
+
 def read_text(path: Path, shown_as: str | None = None) -> str:
     """The file's exact text: no newline translation; invalid UTF-8 is an error located at
     `shown_as` (the path as the user should see it) or `path`."""
@@ -152,6 +170,7 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
             f.flush()
             if _durable and sync:
                 os.fsync(f.fileno())
+            observe_clock(os.fstat(f.fileno()))
         crash_point(f"atomic:{path.name}")
         os.replace(tmp, path)
     except BaseException:

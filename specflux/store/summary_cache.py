@@ -14,7 +14,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
-from specflux.base.files import read_bytes
+from specflux.base.files import clock_passed, read_bytes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,9 +27,12 @@ RACY_NS = 2_000_000_000
 _FIELDS = ("title", "status", "done", "total", "sessions", "dependencies")
 
 # Rows of files too recently written to be cached on disk (racy), keyed on the file's path, each
-# with the bytes it was parsed from: a run accepting task after task reads every task's
-# dependencies each time, and would otherwise parse again each file it wrote in the last 2 s.
-_RECENT: dict[str, tuple[bytes, list]] = {}
+# with the bytes it was parsed from, the file's stat key then, and whether that key is safe (the
+# file system's clock had passed its times before the bytes were read: base/files.clock_passed):
+# a run accepting task after task reads every task's dependencies each time, and would otherwise
+# read again each file it wrote in the last 2 s. A safe row is reused while the key is the same;
+# any other is reused only while the bytes are.
+_RECENT: dict[str, tuple[bytes, list, list[int] | None, bool]] = {}
 _RECENT_MAX = 4096
 _LOADED: dict[str, tuple[list[int], dict]] = {}  # cache file -> (its stat key, its entries)
 
@@ -60,13 +63,13 @@ def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], r
             st = os.stat(path)
             key = [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
         except OSError:
-            key = None
+            st = key = None
         entry = entries.get(task_id)
         if key is not None and entry is not None and entry[0] == key:
             row = _row(row_type, task_id, rel, key[0], entry[1])
             fresh[task_id] = entry
         else:
-            row = _parsed(path, task_id, rel, parse, row_type)
+            row = _parsed(path, task_id, rel, parse, row_type, st, key)
             broken = broken or row.error is not None
             if key is not None and row.error is None and now - max(key[2], key[3]) > RACY_NS:
                 fresh[task_id] = [key, [getattr(row, f) for f in _FIELDS]]
@@ -104,21 +107,28 @@ def _row(row_type, task_id: str, rel: str, size: int, values: list):
     return row_type(task_id, rel, size, title, status, done, total, sessions, list(dependencies))
 
 
-def _parsed(path: str, task_id: str, rel: str, parse: Callable[..., object], row_type):
-    """The row of a file the cache could not vouch for: from _RECENT when its bytes are the ones
-    parsed before in this process (a row is a function of the bytes alone), parsed otherwise."""
+def _parsed(path: str, task_id: str, rel: str, parse: Callable[..., object], row_type,
+            st: os.stat_result | None = None, key: list[int] | None = None):
+    """The row of a file the on-disk cache could not vouch for (`st` and `key`: its stat, taken
+    before): from _RECENT when its stat is safely the same or its bytes are the ones parsed
+    before in this process (a row is a function of the bytes alone), parsed otherwise."""
+    seen = _RECENT.get(path)
+    if seen is not None and key is not None and seen[3] and seen[2] == key:
+        return _row(row_type, task_id, rel, key[0], seen[1])
+    safe = st is not None and clock_passed(st)  # judged before the read: see _RECENT
     try:
         data = read_bytes(path)
     except OSError:  # gone, a folder, unreadable: the parser says so in the row
         return parse(task_id)
-    seen = _RECENT.get(path)
     if seen is not None and seen[0] == data:
+        _RECENT[path] = (data, seen[1], key, safe)
         return _row(row_type, task_id, rel, len(data), seen[1])
     row = parse(task_id, data)
     if row.error is None:
         if len(_RECENT) >= _RECENT_MAX:
             _RECENT.clear()
-        _RECENT[path] = (data, [list(v) if isinstance(v, list) else v for v in (getattr(row, f) for f in _FIELDS)])
+        fields = [list(v) if isinstance(v, list) else v for v in (getattr(row, f) for f in _FIELDS)]
+        _RECENT[path] = (data, fields, key, safe)
     return row
 
 

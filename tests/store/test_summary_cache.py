@@ -79,3 +79,51 @@ def test_a_corrupt_cache_is_ignored_and_the_cache_can_be_off(ws, capsys, monkeyp
     (ws.dir / "cache" / "summaries.json").unlink()
     assert rows(capsys, ws)["2"]["title"] == "task 2"
     assert not (ws.dir / "cache" / "summaries.json").exists()
+
+
+class Stat:
+    """A stat result with chosen times (a test cannot set ctime, nor stop the clock)."""
+
+    def __init__(self, dev: int, ns: int, size: int = 10) -> None:
+        self.st_dev, self.st_mtime_ns, self.st_ctime_ns, self.st_size, self.st_ino = dev, ns, ns, size, 1
+
+
+def test_a_recent_row_is_trusted_without_a_read_only_once_the_file_systems_clock_has_passed_it(
+        tmp_path, monkeypatch):
+    """Git's racy rule in-process, with the file system's clock read from this process's own
+    writes: a file read while the clock may still be at its times is read again (a change in the
+    same tick keeps its stat); once a write has seen the clock pass them, an unchanged stat is
+    enough."""
+    from specflux.base import files
+
+    dev = -7  # a device of its own: no real write moves this clock
+    monkeypatch.setattr(summary_cache, "_RECENT", {})
+    path = tmp_path / "task-1-state.md"
+    reads = []
+    real_read = summary_cache.read_bytes
+    monkeypatch.setattr(summary_cache, "read_bytes", lambda p: reads.append(p) or real_read(p))
+
+    class Row:
+        def __init__(self, title):
+            self.title, self.status, self.done, self.total, self.sessions, self.dependencies = title, "pending", 0, 1, 0, []
+            self.error = None
+
+    def parse(task_id, data=None):
+        return Row(data.decode())
+
+    def row_type(task_id, rel, size, title, *rest):
+        return title
+
+    def row(st):  # the row's title: a fresh parse gives the parser's row, a reuse the cache's
+        got = summary_cache._parsed(str(path), "1", "t", parse, row_type, st, [st.st_size, 1, st.st_mtime_ns, st.st_ctime_ns])
+        return got if isinstance(got, str) else got.title
+
+    path.write_bytes(b"first")
+    st = Stat(dev, 100)
+    assert row(st) == "first" and len(reads) == 1
+    path.write_bytes(b"secnd")  # the same size, in the same tick: the same stat
+    assert row(st) == "secnd" and len(reads) == 2, "a row read before the clock passed is not trusted"
+    files.observe_clock(Stat(dev, 200))  # a write of ours got a later change time
+    assert row(st) == "secnd" and len(reads) == 3  # read once more (now safely)
+    assert row(st) == "secnd" and len(reads) == 3, "trusted without a read while the stat is unchanged"
+    assert row(Stat(dev, 300)) == "secnd" and len(reads) == 4, "a changed stat is read again"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from specflux.base.errors import SpecfluxError
-from specflux.base.files import durable
+from specflux.base.files import durable, observe_clock
 
 TAIL = 1 << 16  # bytes read back to find the last sequence number
 MAC = re.compile(rb',"mac":"([0-9a-f]{32})"\}\s*$')
@@ -78,7 +78,9 @@ class EventLog:
                 self._unsynced = True
                 if sync:
                     self._fsync(fd)
-                self._end = os.fstat(fd).st_size  # (under the lock: no one else appended)
+                st = os.fstat(fd)
+                observe_clock(st)  # (the list cache trusts recent rows sooner: base/files.py)
+                self._end = st.st_size  # (under the lock: no one else appended)
                 self._last = (record["seq"], mac or previous)
                 self.last_line = (self._end - len(data), data, self._end)
             finally:
