@@ -5,10 +5,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import threading
+from _thread import get_ident  # (not `threading`: a one-task command never imports it)
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import ParseError, SpecfluxError
@@ -36,32 +36,37 @@ def durable() -> bool:
     return _durable
 
 
-class WriteJournal(Protocol):
-    """Where a change set's writes are made durable as one record, instead of one fsync (and one
-    of the folder) per file: a run's event log, fsynced once per step (see `journaled`)."""
+if TYPE_CHECKING:  # (a class made only for the type checker: `show` and `list` never journal)
+    class WriteJournal(Protocol):
+        """Where a change set's writes are made durable as one record, instead of one fsync (and one
+        of the folder) per file: a run's event log, fsynced once per step (see `journaled`)."""
 
-    def before(self, writes: list[tuple[Path, bytes | None, str]]) -> None:
-        """Record (path, bytes before or None, text after) of every write, durably, before any of
-        them is made: after a power loss the record is there to redo a write the disk lost."""
+        def before(self, writes: list[tuple[Path, bytes | None, str]]) -> None:
+            """Record (path, bytes before or None, text after) of every write, durably, before any of
+            them is made: after a power loss the record is there to redo a write the disk lost."""
 
-    def undone(self) -> None:
-        """The writes recorded last were put back (a later write or the commit failed)."""
+        def undone(self) -> None:
+            """The writes recorded last were put back (a later write or the commit failed)."""
 
 
-_local = threading.local()  # .journal: the WriteJournal of this thread's change sets, if any
+_journals: "dict[int, WriteJournal]" = {}  # thread id -> the WriteJournal of its change sets, if any
 
 
 @contextmanager
-def journaled(journal: WriteJournal) -> Iterator[None]:
+def journaled(journal: "WriteJournal") -> Iterator[None]:
     """Within the block (in this thread), a change set records its writes in `journal` and then
     writes its files without fsyncs: one fsync in all (the journal's) for the writes of one step.
     A change set that also deletes files writes them the usual way."""
-    was = getattr(_local, "journal", None)
-    _local.journal = journal
+    me = get_ident()
+    was = _journals.get(me)
+    _journals[me] = journal
     try:
         yield
     finally:
-        _local.journal = was
+        if was is None:
+            del _journals[me]
+        else:
+            _journals[me] = was
 
 
 _clock: dict[int, int] = {}  # st_dev -> the latest change time this process saw a write of its own get
@@ -332,7 +337,7 @@ class ChangeSet:
         self.pending: dict[Path, str] = {}
         self.removed: list[Path] = []
         self._originals: dict[Path, bytes | None] = {}
-        self._journal: WriteJournal | None = None  # where the writes were recorded, if anywhere
+        self._journal: "WriteJournal | None" = None  # where the writes were recorded, if anywhere
         self.shown = shown
 
     def text_of(self, path: Path) -> str | None:
@@ -371,7 +376,7 @@ class ChangeSet:
                 continue
             check_writable(path, shown)
             todo.append((path, before))
-        journal = getattr(_local, "journal", None) if todo and not self.removed else None
+        journal = _journals.get(get_ident()) if todo and not self.removed else None
         if journal is not None:
             journal.before([(path, before, self.pending[path]) for path, before in todo])
             self._journal = journal
