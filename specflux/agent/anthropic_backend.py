@@ -207,12 +207,9 @@ class AnthropicBackend:
                 if toolbox.handed_in:  # end_session, submit_review or submit_tasks was accepted
                     return "end_session", None
             messages.append({"role": "user", "content": results})
-            if request.token_budget is not None and outcome.usage.budgeted > request.token_budget:
-                return "token_budget", f"used {outcome.usage.budgeted} tokens of a budget of {request.token_budget}"
-            if request.budget_usd is not None and request.pricing is not None:
-                cost = request.pricing.cost(outcome.usage)
-                if cost is not None and cost > request.budget_usd:
-                    return "budget_usd", f"spent ${cost:.4f} of a budget of ${request.budget_usd:.4f}"
+            over = request.over_budget(outcome.usage)
+            if over is not None:
+                return over
         return "max_turns", None
 
     def _create(self, client: Any, **params: Any) -> Any:

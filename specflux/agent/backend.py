@@ -85,6 +85,19 @@ class SessionRequest:
     max_tokens: int = 8192  # per response
     task_id: str | None = None  # written into recordings; nothing else depends on it
 
+    def over_budget(self, usage: Usage) -> "tuple[StopReason, str] | None":
+        """("token_budget" or "budget_usd", what was spent against what) once `usage` is past
+        this session's token or money budget; None while it is within both. The money is the
+        pricing table's figure, else the agent's own (`cost_reported`); unknown money passes."""
+        if self.token_budget is not None and usage.budgeted > self.token_budget:
+            return "token_budget", f"used {usage.budgeted:,} tokens, past its budget of {self.token_budget:,}"
+        if self.budget_usd is not None:
+            cost = self.pricing.cost(usage) if self.pricing is not None else \
+                (usage.cost_usd if usage.cost_reported else None)
+            if cost is not None and cost > self.budget_usd:
+                return "budget_usd", f"spent ${cost:.4f}, past its budget of ${self.budget_usd:.4f}"
+        return None
+
 
 @dataclass
 class SessionOutcome:

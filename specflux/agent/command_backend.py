@@ -83,16 +83,9 @@ class _Metered:
         usage, request = self.meter.usage(), self.request
         if usage is None:
             return
-        if request.token_budget is not None and usage.budgeted > request.token_budget:
-            self.why = ("token_budget", f"the agent used {usage.budgeted:,} tokens, past its budget of "
-                                        f"{request.token_budget:,}; it was stopped")
-        elif request.budget_usd is not None:
-            cost = request.pricing.cost(usage) if request.pricing is not None else \
-                (usage.cost_usd if usage.cost_reported else None)
-            if cost is not None and cost > request.budget_usd:
-                self.why = ("budget_usd", f"the agent spent ${cost:.4f}, past its budget of "
-                                          f"${request.budget_usd:.4f}; it was stopped")
-        if self.why is not None:
+        over = request.over_budget(usage)
+        if over is not None:
+            self.why = (over[0], f"the agent {over[1]}; it was stopped")
             self.passed.set()
 
 

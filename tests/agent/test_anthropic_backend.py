@@ -184,7 +184,7 @@ def test_a_budget_in_money_stops_the_session_priced_by_the_table(api, repo: Path
     outcome = AnthropicBackend().run(request(budget_usd=0.5, pricing=pricing), Toolbox(repo, Hooks()))
     assert (outcome.stop, outcome.turns) == ("budget_usd", 3), "$0.20 a turn: past $0.50 at the third"
     assert outcome.usage.model == "claude-test" and pricing.cost(outcome.usage) == pytest.approx(0.6)
-    assert outcome.error == "spent $0.6000 of a budget of $0.5000"
+    assert outcome.error == "spent $0.6000, past its budget of $0.5000"
 
 
 def test_keyboard_interrupt_in_a_hook_ends_the_session_cleanly(api, repo: Path):

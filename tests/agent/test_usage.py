@@ -334,3 +334,15 @@ def test_the_model_the_cli_was_told_prices_output_that_names_none(tmp_path: Path
     assert outcome.usage.model == "gpt-5" and outcome.usage.output_tokens == 122
     assert Pricing().cost(outcome.usage) == pytest.approx((315 * 1.25 + 122 * 10 + 24448 * 0.125) / 1e6)
     assert read_usage("claude", json.dumps(CLAUDE_RESULT)).model == "claude-sonnet-4-5-20250929", "named: it wins"
+
+
+def test_one_budget_rule_for_every_backend():
+    """`SessionRequest.over_budget`, which the API backend checks after each turn and an agent
+    CLI's meter after each line of its output: tokens first, then money; unknown money passes."""
+    request = SessionRequest("s", "c", "m", 5, token_budget=1000, budget_usd=0.5)
+    assert request.over_budget(Usage(input_tokens=900, output_tokens=100)) is None  # at the budget: within
+    assert request.over_budget(Usage(input_tokens=900, output_tokens=101, cache_read_input_tokens=10**6)) == \
+        ("token_budget", "used 1,001 tokens, past its budget of 1,000")  # cache reads are not budgeted tokens
+    assert request.over_budget(Usage(input_tokens=10, cost_usd=0.75, cost_reported=True)) == \
+        ("budget_usd", "spent $0.7500, past its budget of $0.5000")
+    assert request.over_budget(Usage(input_tokens=10, cost_usd=0.75)) is None  # a cost no one reported or priced
