@@ -18,25 +18,19 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from calc_project import PLACEHOLDER, RIGHT, STILL_WRONG, TOOLS, calc_project
 from helpers import run
 
 from specflux.agent.presets import CLAUDE
 from specflux.agent.scripted import Reply, call
 from specflux.agent.scripted_claude import ClaudeCodeServer
 
-TOOLS = Path(os.environ.get("SPECFLUX_TEST_TOOLS", Path.home() / ".cache" / "specflux-test-tools"))
 CLAUDE_BIN = Path(os.environ.get("SPECFLUX_CLAUDE") or TOOLS / "claude-code" / "node_modules" / ".bin" / "claude")
 
 pytestmark = pytest.mark.skipif(not CLAUDE_BIN.exists(), reason=(
     f"Claude Code is not installed at {CLAUDE_BIN} (.ci/run installs it: npm install --prefix "
     f"{TOOLS}/claude-code @anthropic-ai/claude-code@{CLAUDE.verified})"))
 
-WRONG = "def add(a, b):\n    return a - b\n"
-STILL_WRONG = "def add(a, b):\n    return a * b\n"
-RIGHT = "def add(a, b):\n    return a + b\n"
-TEST = ("import sys\nsys.path.insert(0, 'src')\nfrom calc import add\n\nassert add(2, 3) == 5, add(2, 3)\n"
-        "print('ok')\n")
-PLACEHOLDER = "(To be completed)"
 
 
 def claude_env(server: ClaudeCodeServer, home: Path) -> dict[str, str]:
@@ -53,18 +47,7 @@ def specflux(repo: Path, *args: str, env: dict, timeout: float = 600) -> subproc
 @pytest.fixture
 def project(git_repo: Path, capsys) -> Path:
     """Task 1 (fix add: the test fails) and task 2 (document it, depends on 1), [validate] set."""
-    (git_repo / "src").mkdir()
-    (git_repo / "src" / "calc.py").write_text(WRONG)
-    (git_repo / "test_calc.py").write_text(TEST)
-    (git_repo / ".gitignore").write_text("__pycache__/\n")
-    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
-    with open(git_repo / ".specflux" / "config.toml", "a") as f:
-        f.write(f'\n[validate]\ncommand = "{sys.executable} test_calc.py"\n')
-    assert run(capsys, git_repo, "new", "Fix add", "--ac", "add returns the sum")[0] == 0
-    assert run(capsys, git_repo, "new", "Document add", "--dep", "1", "--ac", "README explains add")[0] == 0
-    git(git_repo, "add", "-A")
-    git(git_repo, "commit", "-q", "-m", "project")
-    return git_repo
+    return calc_project(git_repo, capsys, document=True)
 
 
 def chain_output(task_file: Path, summary: str) -> list[Reply]:

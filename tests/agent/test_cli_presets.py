@@ -23,6 +23,7 @@ from typing import Callable
 
 import pytest
 from conftest import git
+from calc_project import PLACEHOLDER, RIGHT, TOOLS, WRONG, calc_project
 from helpers import run
 
 from specflux.agent.presets import PRESETS
@@ -30,11 +31,6 @@ from specflux.agent.scripted import Reply, ScriptedServer, call
 from specflux.agent.scripted_gemini import ScriptedGemini
 from specflux.agent.scripted_openai import ScriptedOpenAI
 
-TOOLS = Path(os.environ.get("SPECFLUX_TEST_TOOLS", Path.home() / ".cache" / "specflux-test-tools"))
-WRONG = "def add(a, b):\n    return a - b\n"
-RIGHT = "def add(a, b):\n    return a + b\n"
-TEST = "import sys\nsys.path.insert(0, 'src')\nfrom calc import add\n\nassert add(2, 3) == 5, add(2, 3)\nprint('ok')\n"
-PLACEHOLDER = "(To be completed)"
 CHAIN = "### Summary\nadd() returns a + b\n\n### For Downstream Tasks\nadd() returns a + b\n"
 HAND_OFF = ('python3 test_calc.py && specflux check 1 1 && specflux session 1 --did "add returns the sum" '
             '--issues None --next "review" --no-commit')
@@ -288,17 +284,7 @@ def role_of(body: dict) -> str:
 @pytest.fixture
 def project(git_repo: Path, capsys) -> Path:
     """Task 1: fix add (its test fails); [validate] runs the test."""
-    (git_repo / "src").mkdir()
-    (git_repo / "src" / "calc.py").write_text(WRONG)
-    (git_repo / "test_calc.py").write_text(TEST)
-    (git_repo / ".gitignore").write_text("__pycache__/\n")
-    assert run(capsys, git_repo, "init", str(git_repo))[0] == 0
-    with open(git_repo / ".specflux" / "config.toml", "a") as f:
-        f.write(f'\n[validate]\ncommand = "{sys.executable} test_calc.py"\n')
-    assert run(capsys, git_repo, "new", "Fix add", "--ac", "add returns the sum")[0] == 0
-    git(git_repo, "add", "-A")
-    git(git_repo, "commit", "-q", "-m", "project")
-    return git_repo
+    return calc_project(git_repo, capsys)
 
 
 @pytest.mark.parametrize("cli", each_cli())
