@@ -691,7 +691,7 @@ def test_a_session_over_its_token_budget_stops_and_says_so(project, api, capsys)
     assert len(server.requests) == 1
     session = show(capsys, repo, "101")["sessions"][-1]
     assert "without a hand-off" in session["did"][0] and "token budget" in session["did"][0]
-    assert "5500" in session["issues"]  # the tokens it used, against the budget
+    assert "used 5,500 tokens, past its budget of 1,000" in session["issues"]
     assert sorted(committed_files(repo)) == [TASK, "notes.txt"]
     assert trailers(repo)["Specflux-Stop"] == "token_budget"
 
