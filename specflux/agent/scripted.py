@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-_ERROR_TYPES = {400: "invalid_request_error", 429: "rate_limit_error", 500: "api_error",
+_ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 429: "rate_limit_error", 500: "api_error",
                 502: "api_error", 503: "api_error", 529: "overloaded_error"}
 
 
@@ -100,8 +100,7 @@ class ScriptedServer:
         n, turn = self.next_turn(body, headers)
         if isinstance(turn, Fail):
             extra = {"retry-after": f"{turn.retry_after:g}"} if turn.retry_after is not None else {}
-            error = {"type": _ERROR_TYPES.get(turn.status, "api_error"), "message": turn.message}
-            return turn.status, extra, {"type": "error", "error": error}
+            return turn.status, extra, self.error_body(turn.status, turn.message)
         content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
         content += [{"type": "tool_use", "id": f"toolu_{n:03d}_{i}", "name": c.name, "input": c.input}
                     for i, c in enumerate(turn.calls, 1)]
@@ -129,33 +128,60 @@ class ScriptedServer:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                if self.path.split("?")[0].rstrip("/") != "/v1/messages":
-                    return self._send(404, {}, {"type": "error", "error": {"type": "not_found_error",
-                                                                           "message": self.path}})
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    return self._send(400, {}, {"type": "error", "error": {
-                        "type": "invalid_request_error", "message": "body is not JSON"}})
-                self._send(*server.respond(body, {k.lower(): v for k, v in self.headers.items()}))
-
-            def _send(self, status: int, headers: dict[str, str], payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", "req_scripted")
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
+                raw = self.read_body()
+                if self.route() != "/v1/messages":
+                    return self._send(404, {}, server.error_body(404, self.path))
+                body = self.parse_json(raw, server.error_body(400, "body is not JSON"))
+                if body is not None:
+                    self._send(*server.respond(body, self.lower_headers()))
 
         return Handler
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        """The Messages API's error body for `status`."""
+        return {"type": "error", "error": {"type": _ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """What every scripted API's request handler shares: HTTP/1.1, the body read and parsed as
+    JSON (a 400 with the API's own error body when it is not), JSON answers with the API's
+    content type and request-id header, and no log lines."""
+
+    protocol_version = "HTTP/1.1"
+    content_type = "application/json"
+    id_header: str | None = "request-id"
+
+    def read_body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("content-length") or 0))
+
+    def route(self) -> str:
+        """The request's path, without its query and trailing slash."""
+        return self.path.split("?")[0].rstrip("/")
+
+    def lower_headers(self) -> dict[str, str]:
+        return {k.lower(): v for k, v in self.headers.items()}
+
+    def parse_json(self, raw: bytes, error: Any) -> Any:
+        """The body as JSON, or None once a 400 with `error` is sent."""
+        try:
+            return json.loads(raw)
+        except ValueError:
+            self._send(400, {}, error)
+            return None
+
+    def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", self.content_type)
+        self.send_header("content-length", str(len(data)))
+        if self.id_header:
+            self.send_header(self.id_header, "req_scripted")
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass

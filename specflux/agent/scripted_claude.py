@@ -64,19 +64,16 @@ class ClaudeCodeServer(ScriptedServer):
 
         class Handler(base):  # type: ignore[valid-type, misc]
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                path = self.path.split("?")[0].rstrip("/")
+                raw = self.read_body()
+                path = self.route()
                 if path == "/v1/messages/count_tokens":
                     return self._send(200, {}, {"input_tokens": max(1, len(raw) // 4)})
                 if path != "/v1/messages":
-                    return self._send(404, {}, {"type": "error", "error": {"type": "not_found_error",
-                                                                           "message": self.path}})
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    return self._send(400, {}, {"type": "error", "error": {
-                        "type": "invalid_request_error", "message": "body is not JSON"}})
-                status, headers, payload = server.answer(body, {k.lower(): v for k, v in self.headers.items()})
+                    return self._send(404, {}, server.error_body(404, self.path))
+                body = self.parse_json(raw, server.error_body(400, "body is not JSON"))
+                if body is None:
+                    return
+                status, headers, payload = server.answer(body, self.lower_headers())
                 if status != 200 or not body.get("stream"):
                     return self._send(status, headers, payload)
                 data = sse_events(payload)
@@ -88,7 +85,7 @@ class ClaudeCodeServer(ScriptedServer):
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802 - settings, models, ...: none here
-                self._send(404, {}, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                self._send(404, {}, server.error_body(404, self.path))
 
         return Handler
 

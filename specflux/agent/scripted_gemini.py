@@ -22,7 +22,7 @@ import re
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from specflux.agent.scripted import Fail, Reply, ScriptedServer, ToolCall, call
+from specflux.agent.scripted import Fail, JsonHandler, Reply, ScriptedServer, ToolCall, call
 
 __all__ = ["Fail", "Reply", "ScriptedGemini", "ToolCall", "call"]
 
@@ -79,36 +79,25 @@ class ScriptedGemini(ScriptedServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(JsonHandler):
+            content_type = "application/json; charset=UTF-8"
+            id_header = None
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                raw = self.read_body()
                 route = _ROUTE.match(self.path.split("?")[0])
                 if route is None or route["method"] not in ("generateContent", "streamGenerateContent",
                                                             "countTokens"):
                     return self._send(404, {}, error_body(Fail(404, message=f"no route {self.path}")))
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    return self._send(400, {}, error_body(Fail(400, message="body is not JSON")))
+                body = self.parse_json(raw, error_body(Fail(400, message="body is not JSON")))
+                if body is None:
+                    return
                 if route["method"] == "countTokens":
                     return self._send(200, {}, count_tokens(body))
-                status, headers, payload = server.answer(route["model"], route["method"], body,
-                                                         {k.lower(): v for k, v in self.headers.items()})
+                status, headers, payload = server.answer(route["model"], route["method"], body, self.lower_headers())
                 if route["method"] == "streamGenerateContent" and status == 200:
                     return self._stream(payload, sse="alt=sse" in self.path)
                 self._send(status, headers, payload)
-
-            def _send(self, status: int, headers: dict[str, str], payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json; charset=UTF-8")
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
 
             def _stream(self, payload: dict[str, Any], sse: bool) -> None:
                 """One event holding the whole answer (or, without `alt=sse`, a JSON array of one)."""
@@ -118,8 +107,5 @@ class ScriptedGemini(ScriptedServer):
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
 
         return Handler

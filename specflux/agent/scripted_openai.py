@@ -28,7 +28,7 @@ import json
 from http.server import BaseHTTPRequestHandler
 from typing import Any, Iterator
 
-from specflux.agent.scripted import Fail, Reply, ScriptedServer, ToolCall, call
+from specflux.agent.scripted import Fail, JsonHandler, Reply, ScriptedServer, ToolCall, call
 
 __all__ = ["Fail", "Reply", "ScriptedOpenAI", "ToolCall", "call"]
 
@@ -188,41 +188,28 @@ class ScriptedOpenAI(ScriptedServer):
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+        class Handler(JsonHandler):
+            id_header = "x-request-id"
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
-                if self.path.split("?")[0].rstrip("/").endswith("/models"):
+                if self.route().endswith("/models"):
                     return self._send(200, {}, server.models())
                 self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
             def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-                path = self.path.split("?")[0].rstrip("/")
+                raw = self.read_body()
+                path = self.route()
                 api = "responses" if path.endswith("/responses") else "chat" if path.endswith("/chat/completions") \
                     else None
                 if api is None:
                     return self._send(404, {}, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    return self._send(400, {}, {"error": {"message": "body is not JSON",
-                                                          "type": "invalid_request_error"}})
-                status, headers, payload = server.answer(api, body, {k.lower(): v for k, v in self.headers.items()})
+                body = self.parse_json(raw, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+                if body is None:
+                    return
+                status, headers, payload = server.answer(api, body, self.lower_headers())
                 if isinstance(payload, (dict, list)):
                     return self._send(status, headers, payload)
                 self._stream(payload)
-
-            def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("x-request-id", "req_scripted")
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
 
             def _stream(self, events: Events) -> None:
                 self.send_response(200)
@@ -236,8 +223,5 @@ class ScriptedOpenAI(ScriptedServer):
                     self.wfile.write(((f"event: {name}\n" if name else "") + f"data: {text}\n\n").encode())
                     self.wfile.flush()
                 self.close_connection = True
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-                pass
 
         return Handler
