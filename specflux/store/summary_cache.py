@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from _thread import get_ident
 from typing import TYPE_CHECKING, Callable
 
-from specflux.base.files import clock_passed, read_bytes
+from specflux.base.files import clock_passed, read_bytes, remove_stale_temps
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -136,7 +137,8 @@ def _save(cache_file: Path, entries: dict) -> None:
     """Best effort: a cache that cannot be written (read-only checkout) only costs speed."""
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
+        remove_stale_temps(cache_file)  # what a killed process's save left (its pid is gone)
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.{get_ident()}.tmp")
         tmp.write_text(json.dumps({"version": VERSION, "entries": entries}, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, cache_file)
         _LOADED[str(cache_file)] = (_key(os.stat(cache_file)), entries)

@@ -127,3 +127,23 @@ def test_a_recent_row_is_trusted_without_a_read_only_once_the_file_systems_clock
     assert row(st) == "secnd" and len(reads) == 3  # read once more (now safely)
     assert row(st) == "secnd" and len(reads) == 3, "trusted without a read while the stat is unchanged"
     assert row(Stat(dev, 300)) == "secnd" and len(reads) == 4, "a changed stat is read again"
+
+
+def test_a_save_removes_what_a_killed_save_left(ws, capsys):
+    """A process killed between writing the cache's temporary file and renaming it leaves
+    `.summaries.json.PID.N.tmp`; the next save removes it (its process is gone), not a live one's."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    cache = ws.dir / "cache"
+    cache.mkdir(exist_ok=True)
+    stale = cache / f".summaries.json.{gone.stdout.strip()}.1.tmp"
+    live = cache / f".summaries.json.{os.getppid()}.1.tmp"
+    stale.write_text("{")
+    live.write_text("{")
+    (cache / "summaries.json").unlink(missing_ok=True)
+    rows(capsys, ws)  # learns every row: saves
+    assert (cache / "summaries.json").exists()
+    assert not stale.exists() and live.exists()
+    assert sorted(p.name for p in cache.iterdir()) == sorted(["summaries.json", live.name])
