@@ -46,7 +46,7 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
     """The shell command line `line` of an agent CLI, to run with cwd `root`, in the sandbox
     `setting` names (`[agent] sandbox`, or "off" for `--no-sandbox`). `workdir` is a fresh
     folder of the session's, removed after it: the private HOME and temporary folder go there."""
-    from specflux.agent.sandbox import choose
+    from specflux.agent.sandbox import choose, temp_env
 
     sandbox = choose(setting)
     if not sandbox.confined:
@@ -71,9 +71,7 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
         folder = Path(handin).parent
         folder.mkdir(parents=True, exist_ok=True)
         writable.append(str(folder))
-    # zsh puts a here-document's temp file at $TMPPREFIX (default /tmp/zsh), not in $TMPDIR
-    env = {"HOME": str(home), "TMPDIR": str(tmp), "TMPPREFIX": str(tmp / "zsh"),
-           "XDG_CONFIG_HOME": str(home / ".config"),
+    env = {"HOME": str(home), **temp_env(tmp), "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
     argv = sandbox.argv(line, root, tmp, also=writable)

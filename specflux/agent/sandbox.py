@@ -244,6 +244,14 @@ def _bwrap_problem(path: str | None) -> str | None:
     return None
 
 
+def temp_env(tmp: str | os.PathLike) -> dict[str, str]:
+    """The environment that sends a confined command's temporary files to `tmp`, the one folder
+    outside the repository it may write: TMPDIR, TMP and TEMP, and zsh's TMPPREFIX (zsh puts a
+    here-document's temporary file there, default /tmp/zsh, not in TMPDIR)."""
+    tmp = os.fspath(tmp)
+    return {"TMPDIR": tmp, "TMP": tmp, "TEMP": tmp, "TMPPREFIX": os.path.join(tmp, "zsh")}
+
+
 def bwrap_options(root: str, tmp: str) -> list[str]:
     """bwrap options: everything read-only but a fresh /dev, `tmp` and the repository, whose
     `read_only_entries` are mounted read-only on top (a mount point cannot be removed or renamed,

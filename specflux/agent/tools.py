@@ -362,8 +362,9 @@ class Toolbox:
         if self.sandbox is not None and self.sandbox.confined:
             if self._tmp is None:
                 self._tmp = Path(tempfile.mkdtemp(prefix="specflux-run-"))
-            tmp = str(self._tmp)  # zsh puts a here-document's temp file at $TMPPREFIX, not in $TMPDIR
-            env.update(TMPDIR=tmp, TMP=tmp, TEMP=tmp, TMPPREFIX=str(self._tmp / "zsh"))
+            from specflux.agent.sandbox import temp_env
+
+            env.update(temp_env(self._tmp))
             command = self.sandbox.argv(a.command, self.root, self._tmp)
         proc = subprocess.Popen(command, shell=isinstance(command, str), cwd=self.root, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
