@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 GROUPS = {
-    "task_commands": ("init", "new", "list", "show", "check", "uncheck", "set", "delete", "session", "complete",
+    "task_commands": ("init", "new", "list", "show", "check", "uncheck", "set", "delete", "session", "complete", "handoff",
                       "wire", "archive", "lint", "ready", "graph", "log", "merge-driver"),
     "agent_commands": ("context", "run", "plan"),
     "import_commands": ("import",),

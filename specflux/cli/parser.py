@@ -116,6 +116,13 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("--downstream", metavar="TEXT", help="API contracts and integration notes for dependent tasks")
     s.add_argument("--no-commit", action="store_true", help="write the files but do not commit them")
 
+    s = cmd("handoff", "write the task's chain output without completing it (what an agent CLI does inside a run)", """\
+  specflux handoff 101 --summary "JWTService: generateToken, verifyToken" --downstream "import { JWTService } from src/auth/jwt.ts"
+  specflux handoff "$SPECFLUX_TASK_ID" --summary "README.md documents add"     # a coder inside a workflow run""")
+    s.add_argument("id", metavar="ID", help="the task's id")
+    s.add_argument("--summary", required=True, metavar="TEXT", help="what the task built (### Summary of its chain output)")
+    s.add_argument("--downstream", metavar="TEXT", help="API contracts and integration notes for dependent tasks")
+
     s = cmd("wire", "refresh the chain inputs of the tasks that depend on ID (or on any task)")
     s.add_argument("id", nargs="?", metavar="ID", help="the upstream task (default: every complete task)")
 

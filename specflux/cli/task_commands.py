@@ -151,6 +151,14 @@ def cmd_complete(args) -> int:
     return 0
 
 
+@command("handoff")
+def cmd_handoff(args) -> int:
+    outcome = open_manager(args.root, commit=False).hand_off(args.id, args.summary, args.downstream)
+    notices(outcome)
+    print(f"task {outcome.task_id}: chain output written (not complete: `specflux complete`, or the run, decides)")
+    return 0
+
+
 @command("wire")
 def cmd_wire(args) -> int:
     from specflux.store.chain import wire
