@@ -11,11 +11,10 @@ that nothing in it can end its `<script>` element, the page renders every string
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
-import sys
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -69,7 +68,7 @@ def gather(manager: "TaskStateManager", cache: dict[str, Any] | None = None) -> 
         "broken": broken,
         "problems": problems,
         "graph": layout(graph),
-        "runs": runs(ws),
+        "runs": runs(ws, None if cache is None else cache.setdefault("runs", {})),
         "git": manager.git is not None,
     }
 
@@ -95,11 +94,17 @@ def _task_entry(manager: "TaskStateManager", task_id: str, cache: dict[str, tupl
         return {"id": task_id, "path": rel, "error": error_json(e.located(rel)), "text": str(e)}
     task = task_json(state, rel, len(doc.text.encode("utf-8")))
     task["done"] = state.done
+    task["sha"] = file_version(doc.text)  # an edit from the page names the file it was made on
     for shown, criterion in zip(task["criteria"], state.criteria):
         shown["depth"] = criterion.depth
     if cache is not None and key is not None and time.time_ns() - key[1] > 2_000_000_000:
         cache[task_id] = (key, task)
     return task
+
+
+def file_version(text: str) -> str:
+    """A task file's version as the page knows it: a hash of its text."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
 def layout(graph: Graph) -> dict[str, Any]:
@@ -159,9 +164,10 @@ def histories(manager: "TaskStateManager", cache: dict[str, Any] | None = None) 
     return cache["history"][1]
 
 
-def runs(ws: "Workspace") -> list[dict[str, Any]]:
+def runs(ws: "Workspace", cache: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Each workflow run, newest first: its state as `flow status --json` gives it and its
-    narrative as `flow log --json` gives it (the newest lines)."""
+    narrative as `flow log --json` gives it (the newest lines). With `cache` (kept by `--serve`),
+    a run is read again only when its event log or state changed: a finished run never is."""
     if not (ws.dir / "runs").is_dir():
         return []
     from specflux.flow.record import narrative
@@ -169,6 +175,12 @@ def runs(ws: "Workspace") -> list[dict[str, Any]]:
 
     out = []
     for run_id in reversed(Run.ids(ws)):
+        key = None
+        if cache is not None:
+            key = _run_key(ws.dir / "runs" / run_id)
+            if key is not None and cache.get(run_id, (None,))[0] == key:
+                out.append(cache[run_id][1])
+                continue
         run = Run(ws, run_id)
         try:
             state = run.public_state()
@@ -181,12 +193,30 @@ def runs(ws: "Workspace") -> list[dict[str, Any]]:
         state.pop("artifacts", None)  # the agents' hand-ins, in full: the page shows the rest
         out.append({"runId": run_id, "state": state, "narrative": lines[-NARRATIVE_KEEP:],
                     "narrativeMore": max(0, len(lines) - NARRATIVE_KEEP)})
+        if key is not None:
+            cache[run_id] = (key, out[-1])
     return out
+
+
+def _run_key(folder: Path) -> tuple | None:
+    """What a run's entry depends on: its event log's and state's stats (None: unreadable)."""
+    key = []
+    for name in ("events.jsonl", "state.json"):
+        try:
+            st = os.stat(folder / name)
+        except FileNotFoundError:
+            key.append(None)
+            continue
+        except OSError:
+            return None
+        key.append((st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(key)
 
 
 # --------------------------------------------------------------------- the page
 
 
+@functools.lru_cache(maxsize=1)
 def _template() -> str:
     """The page template with its script's hash in its Content-Security-Policy."""
     from importlib import resources
@@ -205,12 +235,45 @@ def embed(data: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def render(data: dict[str, Any], *, live: bool = False) -> tuple[str, str]:
+def embed_data(data: dict[str, Any], memo: dict[Any, Any] | None) -> str:
+    """`embed(data)` of the page's data; with `memo` (kept by `--serve` between regenerations), a
+    task or run whose entry has not changed is not encoded again: at 1,000 tasks encoding is most of
+    a regeneration. `memo` keeps only what this call used."""
+    if memo is None:
+        return embed(data)
+    used: dict[Any, Any] = {}
+
+    def once(key: Any, value: Any) -> str:
+        text = memo.get(key)
+        if text is None or text[0] is not value and key[0] == "run":
+            text = (value, embed(value))
+        used[key] = text
+        return text[1]
+
+    parts = []
+    for name, value in data.items():
+        if name == "tasks":
+            text = "[" + ",".join(once(("task", t["id"], t["sha"], tuple(t["dependents"]), t["history_more"],
+                                        json.dumps(t["history"][:1]), len(t["history"])), t) for t in value) + "]"
+        elif name == "runs":  # a run's entry is the same object while its files are unchanged
+            text = "[" + ",".join(once(("run", r["runId"], id(r)), r) for r in value) + "]"
+        else:
+            text = embed(value)
+        parts.append(embed(name) + ":" + text)
+    memo.clear()
+    memo.update(used)
+    return "{" + ",".join(parts) + "}"
+
+
+def render(data: dict[str, Any], *, live: bool = False, memo: dict[Any, Any] | None = None,
+           **options: Any) -> tuple[str, str]:
     """The page for `data`, and its version (a hash of the data, so that it changes only when
-    something on the page would)."""
-    body = embed(data)
+    something on the page would). `options` tell a served page what it may do (`actions`, its
+    `token`); `memo`: see `embed_data`."""
+    body = embed_data(data, memo)
     version = hashlib.sha1(body.encode("utf-8")).hexdigest()[:16]
-    extra = embed({"version": version, "live": live, "generated": datetime.now().astimezone().isoformat(timespec="seconds")})
+    extra = embed({"version": version, "live": live, "generated": datetime.now().astimezone().isoformat(timespec="seconds"),
+                   **options})
     return _template().replace(DATA_MARK, body[:-1] + ("," if body != "{}" else "") + extra[1:], 1), version  # two objects made one
 
 
@@ -229,178 +292,3 @@ def write_board(manager: "TaskStateManager", out: Path) -> dict[str, Any]:
     except OSError as e:
         raise os_error(e, str(out), "write") from None
     return data
-
-
-# --------------------------------------------------------------------- serving
-
-
-class Board:
-    """The served page: regenerated when a task, archive, run or git's HEAD changes (mtimes
-    polled once a second); its version changes only when the data does."""
-
-    def __init__(self, manager: "TaskStateManager", out: Path | None = None):
-        self.manager = manager
-        self.out = out
-        self.page = b""
-        self.version = ""
-        self._signature: Any = None
-        self._parsed: dict[str, Any] = {}  # parsed tasks by file stat, the history by HEAD: only what changed is read again
-        self._gitdir: Path | None = None  # its HEAD and logs/HEAD: a commit changes the history shown
-        if manager.git is not None:
-            from specflux.vcs.process import run_git as _run
-
-            done = _run(("rev-parse", "--absolute-git-dir"), manager.git.root)
-            self._gitdir = Path(done.stdout.strip()) if done.returncode == 0 else None
-
-    def signature(self) -> tuple:
-        """What the page depends on, cheaply: names, sizes and mtimes of the files it reads."""
-        ws = self.manager.ws
-        parts: list[Any] = []
-        for folder in (ws.states_dir, ws.archives_dir, ws.dir / "runs"):
-            try:
-                with os.scandir(folder) as entries:
-                    found = list(entries)
-            except OSError:
-                parts.append((str(folder), None))
-                continue
-            for e in found:
-                try:
-                    st = os.stat(os.path.join(e.path, "events.jsonl")) if e.is_dir() else e.stat()
-                    parts.append((e.name, st.st_size, st.st_mtime_ns, st.st_ino))
-                except OSError:
-                    parts.append((e.name, None))
-        for name in ("HEAD", "logs/HEAD") if self._gitdir is not None else ():
-            try:
-                st = (self._gitdir / name).stat()
-                parts.append((name, st.st_size, st.st_mtime_ns))
-            except OSError:
-                parts.append((name, None))
-        parts.sort(key=repr)
-        return tuple(parts)
-
-    def refresh(self) -> bool:
-        """Regenerate if the files changed; whether the page did."""
-        signature = self.signature()
-        if signature == self._signature:
-            return False
-        self._signature = signature
-        data = gather(self.manager, self._parsed)
-        html, version = render(data, live=True)
-        if version == self.version:
-            return False
-        self.page, self.version = html.encode("utf-8"), version  # one assignment each: readers see old or new
-        if self.out is not None:
-            from specflux.base.files import atomic_write
-
-            atomic_write(self.out, render(data)[0])
-        return True
-
-    def watch(self, stop: threading.Event, every: float = 1.0) -> None:
-        while not stop.wait(every):
-            try:
-                self.refresh()
-            except Exception as e:  # noqa: BLE001 - whatever it was, say so and keep serving the last page
-                print(f"specflux: board not refreshed: {e if isinstance(e, SpecfluxError) else repr(e)}", file=sys.stderr)
-
-
-def _handler(board: Board):
-    """Answers `/` (the page) and `/version`; on a loopback address only to this machine's names
-    (`server.hosts`), so that a page elsewhere cannot rebind a name of its own to the board."""
-    from http.server import BaseHTTPRequestHandler
-
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "specflux-board"
-
-        def do_GET(self) -> None:
-            self._answer(body=True)
-
-        def do_HEAD(self) -> None:
-            self._answer(body=False)
-
-        def _answer(self, body: bool) -> None:
-            hosts = self.server.hosts  # type: ignore[attr-defined]
-            if hosts is not None and (self.headers.get("Host") or "").lower() not in hosts:
-                return self._send(403, "text/plain", b"forbidden host\n", body)
-            path = self.path.split("?", 1)[0]
-            if path == "/":
-                return self._send(200, "text/html; charset=utf-8", board.page, body)
-            if path == "/version":
-                return self._send(200, "application/json", json.dumps({"version": board.version}).encode(), body)
-            return self._send(404, "text/plain", b"not found\n", body)
-
-        def _send(self, code: int, kind: str, data: bytes, body: bool) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.end_headers()
-            if body:
-                self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # quiet: the page polls every 2 s
-
-    return Handler
-
-
-def serve(manager: "TaskStateManager", host: str, port: int, out: Path | None = None) -> int:
-    """Serve the page on http://HOST:PORT/ until Ctrl-C; the page reloads itself on a change."""
-    import ipaddress
-    import socket
-    from http.server import ThreadingHTTPServer
-
-    board = Board(manager, out)
-    board.refresh()
-
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-        def handle_error(self, request, client_address) -> None:
-            if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
-                super().handle_error(request, client_address)
-
-    try:
-        server = Server((host, port), _handler(board))
-    except OSError as e:
-        raise UsageError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
-    bound = server.server_address[1]
-    shown = f"[{host}]" if ":" in host else host
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    names = {"localhost", "127.0.0.1", "[::1]", shown.lower()}
-    server.hosts = {f"{n}:{bound}" for n in names} if loopback else None  # type: ignore[attr-defined]
-    stop = threading.Event()
-    watcher = threading.Thread(target=board.watch, args=(stop,), daemon=True)
-    watcher.start()
-    print(f"serving http://{shown}:{bound}/ (Ctrl-C stops)", flush=True)
-    try:
-        server.serve_forever(poll_interval=0.25)
-    except KeyboardInterrupt:
-        print("stopped", flush=True)
-    finally:
-        stop.set()
-        server.server_close()
-    return 0
-
-
-def run_board(args) -> int:
-    from specflux.base.escape import safe
-    from specflux.store.manager import TaskStateManager
-    from specflux.store.workspace import Workspace, ensure_ignored
-
-    ws = Workspace.find(explicit=args.root)
-    manager = TaskStateManager(ws, git=True)  # git for the history; the board never commits
-    if args.serve:
-        return serve(manager, args.host, args.port, Path(args.out) if args.out else None)
-    out = Path(args.out) if args.out else ws.dir / "board.html"
-    data = write_board(manager, out)
-    if not args.out:
-        ensure_ignored(ws.dir)
-    print(safe(str(out.resolve())))
-    for line in data["problems"]:
-        print(f"specflux: {safe(line)}", file=sys.stderr)
-    return 1 if data["problems"] else 0

@@ -85,13 +85,15 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s = cmd("set", "change a task's fields; each change rewrites only its own line(s)", """\
   specflux set 102 --status review
   specflux set 102 --priority 1 --add-dep 101 --remove-dep 99
-  specflux set 102 --title 'Auth API endpoints (v2)'""")
+  specflux set 102 --title 'Auth API endpoints (v2)'
+  specflux set 102 --req 'Create REST endpoints for login, logout and token refresh.'""")
     s.add_argument("id", metavar="ID", help="the task's id")
     s.add_argument("--status", choices=STATUSES, metavar="STATUS", help=f"one of: {', '.join(STATUSES)}")
     s.add_argument("--title", metavar="TEXT", help="the new title")
     s.add_argument("--priority", type=int, metavar="N", help="1 (highest) to 5 (lowest)")
     s.add_argument("--add-dep", action="append", metavar="ID", help="a task this one depends on (repeatable)")
     s.add_argument("--remove-dep", action="append", metavar="ID", help="a dependency to drop (repeatable)")
+    s.add_argument("--req", metavar="TEXT", help="new requirements: the text under ### Requirements, replaced")
 
     s = cmd("delete", "remove a task file (and its archive)")
     s.add_argument("id", metavar="ID", help="the task's id")
@@ -206,13 +208,17 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
   specflux mcp --tools list_tasks,show_task""")
     s.add_argument("--tools", metavar="LIST", help="comma-separated tool names to offer (default: all)")
 
-    s = cmd("board", "one self-contained HTML page: tasks by status, the dependency graph, runs", """\
+    s = cmd("board", "one self-contained HTML page: tasks by status, the dependency graph, runs; --serve: the control room", """\
   specflux board                        # writes .specflux/board.html
-  specflux board --serve --port 8000""")
+  specflux board --serve                # the control room: open the URL it prints (it carries the page's token)
+  specflux board --serve --read-only    # watch only: no edits, no run control
+  specflux board --serve --remote origin    # and the queue shared through the remote 'origin'""")
     s.add_argument("--out", metavar="FILE", help="where to write the page (default: .specflux/board.html)")
     s.add_argument("--serve", action="store_true", help="serve the page locally and refresh it when files change")
     s.add_argument("--port", type=int, default=0, metavar="N", help="the port for --serve (default: a free one)")
     s.add_argument("--host", default="127.0.0.1", metavar="HOST", help="the address for --serve (default: 127.0.0.1)")
+    s.add_argument("--read-only", action="store_true", help="serve the page with no actions (no edits, no run control)")
+    s.add_argument("--remote", metavar="NAME", help="also show the queue shared through this git remote (claims, workers, leases)")
 
     s = cmd("completion", "print a shell completion script", """\
   specflux completion bash > ~/.local/share/bash-completion/completions/specflux

@@ -16,7 +16,7 @@ def cmd_mcp(args) -> int:
 
 @command("board")
 def cmd_board(args) -> int:
-    from specflux.board.page import run_board
+    from specflux.board.main import run_board
 
     return run_board(args)
 

@@ -99,14 +99,25 @@ def cmd_uncheck(args) -> int:
 def cmd_set(args) -> int:
     from specflux.base.escape import safe
 
-    if not any(v is not None and v != [] for v in (args.status, args.title, args.priority, args.add_dep, args.remove_dep)):
+    fields = (args.status, args.title, args.priority, args.add_dep, args.remove_dep)
+    if not any(v is not None and v != [] for v in fields) and args.req is None:
         from specflux.base.errors import UsageError
 
-        raise UsageError("nothing to set: give --status, --title, --priority, --add-dep or --remove-dep")
-    outcome = open_manager(args.root).update(args.id, status=args.status, title=args.title, priority=args.priority,
-                                             add_deps=args.add_dep or [], remove_deps=args.remove_dep or [])
-    for line in outcome.fields or ["nothing changed"]:
-        print(f"task {outcome.task_id}: {safe(line)}")
+        raise UsageError("nothing to set: give --status, --title, --priority, --add-dep, --remove-dep or --req")
+    manager = open_manager(args.root)
+    lines = []
+    if args.req is not None:  # checked first: a refusal of either part changes nothing
+        from specflux.store.requirements import check_requirements, set_requirements
+
+        check_requirements(manager, args.id, args.req)
+    if any(v is not None and v != [] for v in fields):
+        outcome = manager.update(args.id, status=args.status, title=args.title, priority=args.priority,
+                                 add_deps=args.add_dep or [], remove_deps=args.remove_dep or [])
+        lines += outcome.fields
+    if args.req is not None:
+        lines += set_requirements(manager, args.id, args.req).fields
+    for line in lines or ["nothing changed"]:
+        print(f"task {args.id.lstrip('#')}: {safe(line)}")
     return 0
 
 

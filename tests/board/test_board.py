@@ -327,8 +327,11 @@ def _read_line(stream, timeout: float) -> str:
     return got[0]
 
 
+TOKEN: dict[str, str] = {}  # the served board's token, as its first line printed it
+
+
 def _get(url: str, host: str | None = None) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers={"Host": host} if host else {})
+    request = urllib.request.Request(url, headers={**({"Host": host} if host else {}), **TOKEN})
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return answer.status, answer.read()
@@ -359,9 +362,10 @@ def served(tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
     try:
         line = _read_line(proc.stdout, 30)
-        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        url = re.search(r"(http://127\.0\.0\.1:\d+/)\?token=(\S+)", line)
         assert url, line
-        yield repo, url.group()
+        TOKEN["X-Specflux-Token"] = url.group(2)
+        yield repo, url.group(1)
         proc.send_signal(signal.SIGINT)  # Ctrl-C
         out, err = proc.communicate(timeout=20)
         assert proc.returncode == 0 and "Traceback" not in err and "stopped" in out, (proc.returncode, out, err)
@@ -371,7 +375,7 @@ def served(tmp_path):
             proc.wait()
 
 
-def test_serve_regenerates_when_a_task_changes_and_the_page_reloads(served, browser):
+def test_serve_regenerates_when_a_task_changes_and_the_page_follows(served, browser):
     repo, url = served
     status, page = _get(url)
     assert status == 200 and b"First task" in page and b'"live":true' in page
@@ -385,12 +389,12 @@ def test_serve_regenerates_when_a_task_changes_and_the_page_reloads(served, brow
     from playwright.sync_api import expect
 
     with watched_page(browser, allowed=(url,)) as (page, seen):
-        page.goto(url)
+        page.goto(url + "?token=" + TOKEN["X-Specflux-Token"])
         assert page.locator('.card[data-id="2"] .title').inner_text() == "Second task"
         page.locator('.card[data-id="2"]').click()  # open: a reload keeps it open
         sf(repo, "check", "1", "1")
         sf(repo, "set", "2", "--title", "Second, renamed")
-        expect(page.locator('.card[data-id="2"] .title')).to_have_text("Second, renamed", timeout=20000)  # reloaded by itself
+        expect(page.locator('.card[data-id="2"] .title')).to_have_text("Second, renamed", timeout=20000)  # pushed to it
         assert page.locator("#detail").is_visible() and "Second, renamed" in page.locator("#detail h2").inner_text()
         assert page.locator('.column[data-status="pending"] .card[data-id="1"] .progress').inner_text().strip() == "1/1"
     assert seen["errors"] == [] and all(u.startswith(url) for u in seen["requests"])
