@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from specflux.flow.remote.claims import Claim
-    from specflux.flow.remote.worker import Options
 
 
 class Idle:
-    def __init__(self, say: Callable[[str], None], options: "Options", where: str):
-        self.say, self.options, self.where = say, options, where
+    def __init__(self, say: Callable[[str], None], where: str, *, poll_s: float, wait_s: float | None):
+        self.say, self.where, self.poll_s, self.wait_s = say, where, poll_s, wait_s
         self.why = ""  # why the worker stops, once `waits` said it should
         self._said = ""
         self._since: float | None = None
@@ -37,7 +36,7 @@ class Idle:
 
     def waits(self, held: dict[str, "Claim"], held_back: dict[str, dict[str, str]], rest: dict[str, str]) -> bool:
         """Whether to look again after a poll interval (else `why` says why to stop)."""
-        poll = f"looking every {self.options.poll_s:g} s"
+        poll = f"looking every {self.poll_s:g} s"
         if held:
             names = "; ".join(f"task {t} is claimed by {c.worker} (run {c.run}, lease {max(0.0, c.seconds_left()):.0f} s "
                               "left)" for t, c in held.items())
@@ -52,14 +51,14 @@ class Idle:
                    + f": check it, then `specflux claims confirm {' '.join(ups)}`" for t, ups in held_back.items()]
         blocked += [f"task {t} waits for {why}" for t, why in rest.items()]
         text = "; ".join(blocked)
-        if self.options.wait_s is None:
+        if self.wait_s is None:
             self.why = f"nothing is ready on {self.where} and no one works on it: {text} (`--wait S` waits for that)"
             return False
         now = time.monotonic()
         self._since = self._since if self._since is not None else now
-        if now - self._since >= self.options.wait_s:
-            self.why = f"waited {self.options.wait_s:g} s and nothing opened on {self.where}: {text}"
+        if now - self._since >= self.wait_s:
+            self.why = f"waited {self.wait_s:g} s and nothing opened on {self.where}: {text}"
             return False
-        self._once(f"nothing is ready on {self.where}: {text}; waiting up to {self.options.wait_s:g} s for that to "
+        self._once(f"nothing is ready on {self.where}: {text}; waiting up to {self.wait_s:g} s for that to "
                    f"change ({poll})")
         return True

@@ -116,7 +116,8 @@ class Worker:
         ensure_driver(self.root)
         self.note.write(worker=self.options.worker, remote=self.remote.name, branch=self.remote.branch,
                         doing="looking for a task")
-        idle = Idle(self.say, self.options, f"{self.remote.name}/{self.remote.branch}")
+        idle = Idle(self.say, f"{self.remote.name}/{self.remote.branch}", poll_s=self.options.poll_s,
+                    wait_s=self.options.wait_s)
         try:
             while True:
                 self.remote.fetch()
