@@ -156,7 +156,7 @@ class Worker:
                 from specflux.base import interrupts
 
                 if interrupts.pressed:  # Ctrl-C: the run paused, its claim released; no next task
-                    self.report.stopped = "interrupted (Ctrl-C)"
+                    self.report.stopped = "its run was stopped or interrupted (Ctrl-C, a lost claim): no next task"
                     break
         finally:
             self._go_home()
