@@ -57,11 +57,14 @@ class Verifier:
     def __init__(self, remote: Remote):
         self.remote = remote
         self._known: dict[tuple[str, str, str], str | None] = {}
+        self._files: tuple[str, dict[str, str]] = ("", {})  # (tip, its task files)
 
     def unconfirmed(self, tip: str, tasks: list[str], statuses: dict[str, str] | None = None) -> dict[str, str]:
         """{task: why} for each of `tasks` that is complete at `tip` without a record vouching for it
         (`statuses`: the tasks' statuses at `tip`, when the caller has them; tasks not complete are skipped)."""
-        files = task_files(self.remote, tip)
+        if self._files[0] != tip:
+            self._files = (tip, task_files(self.remote, tip))
+        files = self._files[1]
         if statuses is None:
             texts = read_blobs(self.remote, [f"{tip}:{files[t]}" for t in tasks if t in files])
             statuses = {t: status_of(texts.get(f"{tip}:{files[t]}"), files[t]) for t in tasks if t in files}

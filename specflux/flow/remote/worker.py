@@ -200,7 +200,7 @@ class Worker:
         self.remote.fetch()  # claimed: is it still to do? (another worker may have integrated it just now)
         if self.remote.rev(self.remote.tracking) != seen:
             self._checkout_tip()
-        if self.remote.rev(self.remote.tracking) != seen and task not in self._ready():
+        if self.remote.rev(self.remote.tracking) != seen and task not in self._ready()[0]:
             self.claims.release(task, claim.sha)
             self.say(f"task {task}: done on the remote already; claim released")
             return
