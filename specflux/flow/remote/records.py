@@ -23,6 +23,7 @@ import json
 import time
 from typing import Any
 
+from specflux.flow.remote.history import History
 from specflux.flow.remote.marker import iso, marker
 from specflux.flow.remote.transport import DONE, Remote
 from specflux.flow.remote.tree import read_blobs, status_of, task_files
@@ -69,43 +70,65 @@ class Verifier:
             texts = read_blobs(self.remote, [f"{tip}:{files[t]}" for t in tasks if t in files])
             statuses = {t: status_of(texts.get(f"{tip}:{files[t]}"), files[t]) for t in tasks if t in files}
         found = records(self.remote)
-        out = {}
-        for task in tasks:
-            if statuses.get(task) != "complete" or task not in files:
-                continue
-            sha = found.get(task, ("", {}))[0]
-            key = (task, sha, tip)
-            if key not in self._known:
-                self._known[key] = self._why(task, files[task], tip, found.get(task))
-            if self._known[key]:
-                out[task] = self._known[key]
-        return out
+        asked = [t for t in tasks if statuses.get(t) == "complete" and t in files]
+        keys = {t: (t, found.get(t, ("", {}))[0], tip) for t in asked}
+        new = [t for t in asked if keys[t] not in self._known]
+        if new:
+            for task, why in self._judge(tip, new, files, found).items():
+                self._known[keys[task]] = why
+        return {t: self._known[keys[t]] for t in asked if self._known[keys[t]]}
 
-    def _why(self, task: str, path: str, tip: str, record: tuple[str, dict[str, Any]] | None) -> str | None:
-        git = self.remote.git
-        if record is None:
-            return f"no integration that held its claim completed it; {self._last_change(tip, path)}"
-        sha, fields = record
-        vouched = git("rev-parse", "--verify", "-q", f"{sha}^1").stdout.strip()
-        if not vouched or git("merge-base", "--is-ancestor", vouched, tip).returncode:
-            return f"its completion record ({who(fields)}) vouches for a commit not on the branch; " \
-                   f"{self._last_change(tip, path)}"
-        since = git("rev-list", f"{vouched}..{tip}", "--", path).stdout.split()
-        texts = read_blobs(self.remote, [f"{c}:{path}" for c in [vouched, *since]])
-        if status_of(texts.get(f"{vouched}:{path}"), path) != "complete":
-            state = status_of(texts.get(f"{vouched}:{path}"), path)
-            return f"its last completion record ({who(fields)}) left it {state}; {self._last_change(tip, path)}"
-        for commit in reversed(since):  # oldest first
-            state = status_of(texts.get(f"{commit}:{path}"), path)
+    def _judge(self, tip: str, tasks: list[str], files: dict[str, str],
+               found: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
+        """{task: why it is unconfirmed, or None} for tasks complete at `tip`, in a handful of git calls."""
+        out: dict[str, str | None] = {}
+        for task in [t for t in tasks if t not in found]:
+            out[task] = f"no integration that held its claim completed it; {self._last_change(tip, files[task])}"
+        tasks = [t for t in tasks if t in found]
+        if not tasks:
+            return out
+        vouched = _first_parents(self.remote, [found[t][0] for t in tasks])
+        history = History(self.remote, tip)
+        changed = history.changes([files[t] for t in tasks])
+        plans: dict[str, tuple[str, list[str]]] = {}
+        for task in tasks:
+            base = vouched.get(found[task][0], "")
+            if base not in history:
+                out[task] = f"its completion record ({who(found[task][1])}) vouches for a commit not on the branch; " \
+                            f"{self._last_change(tip, files[task])}"
+                continue
+            since = [c for c in changed[files[task]] if not history.is_ancestor(c, base)]
+            plans[task] = (base, sorted(since, key=lambda c: history.gen[c]))  # oldest first
+        texts = read_blobs(self.remote, [f"{c}:{files[t]}" for t, (base, since) in plans.items() for c in [base, *since]])
+        for task, (base, since) in plans.items():
+            path, fields = files[task], found[task][1]
+            state = status_of(texts.get(f"{base}:{path}"), path)
+            out[task] = None
             if state != "complete":
-                return f"it was {state} after its completion record ({who(fields)}), at {commit[:12]}; " \
-                       f"{self._last_change(tip, path)}"
-        return None
+                out[task] = f"its last completion record ({who(fields)}) left it {state}; {self._last_change(tip, path)}"
+                continue
+            for commit in since:
+                state = status_of(texts.get(f"{commit}:{path}"), path)
+                if state != "complete":
+                    out[task] = f"it was {state} after its completion record ({who(fields)}), at {commit[:12]}; " \
+                                f"{self._last_change(tip, path)}"
+                    break
+        return out
 
     def _last_change(self, tip: str, path: str) -> str:
         line = self.remote.git("log", "-1", "--format=%h%x00%an <%ae>%x00%s", tip, "--", path).stdout.strip()
         short, author, subject = (line.split("\0") + ["", "", ""])[:3]
         return f"its file was last changed by commit {short} ({author}: {subject!r})" if short else "its file has no history"
+
+
+def _first_parents(remote: Remote, commits: list[str]) -> dict[str, str]:
+    """{commit: its first parent} for each of `commits` that has one (one `cat-file --batch-check`)."""
+    import subprocess
+
+    done = subprocess.run(["git", "cat-file", "--batch-check=%(objectname)"], cwd=remote.root, capture_output=True,
+                          text=True, input="".join(f"{c}^1\n" for c in commits))
+    answers = done.stdout.splitlines()
+    return {c: a.strip() for c, a in zip(commits, answers) if a.strip() and " " not in a.strip()}
 
 
 def confirm(remote: Remote, task: str, by: str) -> dict[str, Any]:
