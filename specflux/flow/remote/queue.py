@@ -1,7 +1,9 @@
 """Seeing the whole queue from any clone: the claims on the remote (who holds which task, the lease
-left, which are stale), each task's status on the remote branch, and the metrics of every worker's
-runs added up, all read from what the remote has (the runs' `state.json` files that workers
-integrated), so that every clone sees the same numbers.
+left, which are stale), each task's status on the remote branch, the completions no integration
+made (records.py), and the metrics of every worker's runs added up, all read from what the remote
+has (the runs' `state.json` files that workers integrated), so that every clone sees the same
+numbers. And what a person does to the queue by hand: release a claim, confirm a completion, clear
+the claims of tasks that do not exist.
 """
 
 from __future__ import annotations
