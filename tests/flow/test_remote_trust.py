@@ -199,3 +199,17 @@ def test_a_worker_says_who_holds_its_ready_task_and_with_wait_waits_for_the_chai
         assert proc.wait(timeout=120) == 0, log_of(a, "wa")
     assert remote_status(bare, "2") == remote_status(bare, "3") == "complete"
     assert "stopped: nothing left to do on origin/main" in log_of(a, "wa")
+
+
+def test_a_worker_clears_a_stale_claim_for_a_task_that_does_not_exist(tmp_path):
+    from specflux.flow.remote.claims import Claims
+    from specflux.flow.remote.transport import Remote
+
+    bare = make_origin(tmp_path, [("Only", [])])
+    with Daemon(tmp_path) as daemon:
+        a = clone(daemon.url("origin.git"), tmp_path / "a")
+        assert Claims(Remote(a, "origin", "main"), lease_s=0.1, skew_s=0).create("8", "gone", "run-x") is not None
+        env = env_for(tmp_path, {"coder:1": [coder("1")]})
+        assert worker(a, "wa", env).wait(timeout=180) == 0, log_of(a, "wa")
+    assert "cleared the stale claim of gone (run run-x) on task 8: there is no task 8 on origin/main" in log_of(a, "wa")
+    assert claims_on(bare) == [] and remote_status(bare, "1") == "complete"

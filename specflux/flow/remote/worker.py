@@ -96,6 +96,7 @@ class Worker:
             raise UsageError(f"no git remote {options.remote!r} here (see `git remote -v`)")
         self.claims = Claims(self.remote, options.lease_s, options.skew_s)
         self.verifier = Verifier(self.remote)
+        self._tasks: set[str] = set()  # the tasks the branch has, as last read
         self.report = Report(options.worker)
 
     # ------------------------------------------------------------------ the loop
@@ -124,6 +125,7 @@ class Worker:
                 self._checkout_tip()
                 claims = self.claims.fetched()
                 ready, held_back, rest = self._ready()
+                self._clear_missing(claims)
                 free = [t for t in ready if t not in claims]
                 stale = [t for t in ready if t in claims and self.claims.stale(claims[t])]
                 if not free and not stale:
@@ -175,6 +177,7 @@ class Worker:
         from specflux.store.chain import Graph
 
         graph = Graph.load(self.open_manager())
+        self._tasks = set(graph.status)
         todo = [t for t in graph.order() if graph.status[t] in WORKABLE]
         open_ = [t for t in todo if all(graph.status.get(d) == "complete" for d in graph.deps[t])]
         upstream = sorted({d for t in open_ for d in graph.deps[t]})
@@ -185,6 +188,14 @@ class Worker:
         rest = {t: ", ".join(f"task {d} ({graph.status.get(d, 'missing')})" for d in graph.deps[t]
                              if graph.status.get(d) != "complete") for t in todo if t not in open_}
         return [t for t in open_ if t not in held_back], held_back, rest
+
+    def _clear_missing(self, claims: dict[str, Claim]) -> None:
+        """Clear the stale claims of tasks the branch does not have (`specflux claims` clears live ones too)."""
+        for task, claim in claims.items():
+            if task not in self._tasks and self.claims.stale(claim) and self.claims.drop(
+                    claim, self.options.worker, f"no task {task} on {self.remote.name}/{self.remote.branch}"):
+                self.say(f"cleared the stale claim of {claim.worker} (run {claim.run}) on task {task}: there is no "
+                         f"task {task} on {self.remote.name}/{self.remote.branch}")
 
     def _go_home(self) -> None:
         """Back on the branch the worker started on, brought up to the remote where it can be."""
