@@ -213,3 +213,16 @@ def test_a_worker_clears_a_stale_claim_for_a_task_that_does_not_exist(tmp_path):
         assert worker(a, "wa", env).wait(timeout=180) == 0, log_of(a, "wa")
     assert "cleared the stale claim of gone (run run-x) on task 8: there is no task 8 on origin/main" in log_of(a, "wa")
     assert claims_on(bare) == [] and remote_status(bare, "1") == "complete"
+
+
+def test_wait_is_bounded_and_says_how_long_it_waited(tmp_path):
+    bare = make_origin(tmp_path, [("Base", []), ("Top", ["1"])], poll_s=0.2)
+    with Daemon(tmp_path) as daemon:
+        a, person = clone(daemon.url("origin.git"), tmp_path / "a"), clone(daemon.url("origin.git"), tmp_path / "person")
+        specflux(person, "complete", "1", "--summary", "done by hand")
+        git(person, "push", "-q", "origin", "main")
+        proc = worker(a, "wa", env_for(tmp_path, {}), "--wait", "1")
+        assert proc.wait(timeout=120) == 1, log_of(a, "wa")
+    log = log_of(a, "wa")
+    assert "waiting up to 1 s for that to change" in log and "stopped: waited 1 s and nothing opened on origin/main" in log
+    assert "specflux claims confirm 1" in log and remote_status(bare, "2") == "pending"
