@@ -97,6 +97,8 @@ def _agents(args):
 def flow_start(args) -> int:
     from specflux.flow import runs
 
+    if args.wait is not None and not args.remote:
+        raise UsageError("--wait is for a worker of a shared queue: `flow start --all --remote NAME --wait [S]`")
     if args.remote:  # one worker of a queue shared through a git remote
         from specflux.cli.claims_commands import work
 

@@ -53,6 +53,10 @@ examples:
     s.add_argument("--worker", metavar="W", help="this worker's name in its claims (default: host:pid)")
     s.add_argument("--lease", type=float, metavar="S", help="seconds a claim lasts unless renewed (default: "
                    "[remote] lease_s, 60)")
+    s.add_argument("--wait", type=float, nargs="?", const=-1.0, metavar="S", help="with --remote: when nothing is "
+                   "ready and no one works on anything that could open it (an unconfirmed completion, a failed or "
+                   "blocked dependency), wait up to S seconds for it to open instead of stopping (default S: "
+                   "[remote] give_up_s)")
 
     s = fsub.add_parser("list", help="runs with status, tasks done/total, iterations, started")
     s.add_argument("--json", action="store_true", help="[{runId, status, tasksDone, tasksTotal, iterations, started, "

@@ -193,15 +193,20 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("theirs", metavar="THEIRS", help="their version (%%B)")
     s.add_argument("path", nargs="?", metavar="PATH", help="the file's path in the repository, for messages (%%P)")
 
-    s = cmd("claims", "the shared queue's claims on a git remote: task, worker, run, lease left, stale", """\
+    s = cmd("claims", "the shared queue's claims on a git remote: task, worker, run, lease left, stale; and "
+                      "completions no integration made", """\
   specflux claims                       # on the remote origin
   specflux claims --remote team --json
-  specflux claims release 7             # free task 7's claim (a worker that will not come back)""")
-    s.add_argument("action", nargs="?", choices=["release"], help="release: give up the claim on ID by hand")
-    s.add_argument("id", nargs="?", metavar="ID", help="the task whose claim to release")
+  specflux claims release 7             # free task 7's claim (a stale one; a live one needs --force)
+  specflux claims confirm 2             # vouch for task 2's completion made outside the queue""")
+    s.add_argument("action", nargs="?", choices=["release", "confirm"], help="release: give up the claim on ID by "
+                   "hand; confirm: record that the completion of ID (made by a push, not an integration) is good, "
+                   "so that its dependents go ahead")
+    s.add_argument("ids", nargs="*", metavar="ID", help="the task (release: one; confirm: one or more)")
     s.add_argument("--remote", default="origin", metavar="NAME", help="the git remote (default: origin)")
+    s.add_argument("--force", action="store_true", help="release a live claim too (its worker's result is dropped)")
     s.add_argument("--json", action="store_true", help="[{task, worker, run, claimedAt, leaseUntil, leaseLeftS, "
-                   "stale, ref, sha}] as JSON")
+                   "stale, ref, sha, note}] as JSON")
 
     s = cmd("mcp", "serve the task tools to an MCP client (Claude Code, Codex, Cursor, ...) on stdio", """\
   claude mcp add specflux -- specflux mcp

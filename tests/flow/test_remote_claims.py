@@ -95,7 +95,7 @@ def test_renewal_takeover_by_compare_and_swap_and_the_claims_command(tmp_path):
     with Lease(ca, old, "wa", "run-a", on_lost=lost.append, every_s=0.1) as late:  # the old holder comes back
         time.sleep(1.0)
     assert late.lost and "wb (run run-b)" in late.lost and lost == [late.lost]
-    assert specflux(b, "claims", "release", "1").stdout.startswith("released the claim of wb (run run-b) on task 1")
+    assert specflux(b, "claims", "release", "1", "--force").stdout.startswith("released the claim of wb (run run-b) on task 1")
     assert json.loads(specflux(a, "claims", "--json").stdout) == []
     assert specflux(a, "claims", "release", "1", check=False).returncode != 0
 

@@ -7,7 +7,10 @@ empty tree whose message is one line of JSON: `{"worker", "run", "task", "claime
 - create: `--force-with-lease=REF:` (the ref must not exist): of workers racing for a task, the
   remote's ref transaction lets exactly one through;
 - renew and take over: `--force-with-lease=REF:OLD` (compare and swap on the claim as it was seen);
-- release: a deletion with the same lease (or without one, by hand: `specflux claims release`).
+- release: a deletion with the same lease; one on purpose by anyone else (`specflux claims release`,
+  a claim for a task that does not exist) also writes `refs/specflux/released/<task>` in the same
+  push, saying who and why, so that the worker that held it tells it from a deletion by an unknown
+  hand (which it answers by claiming the task again: its work is not dropped for it).
 
 Stale: a claim whose `leaseUntil` plus `skew_s` is past by this machine's clock, or (a clock that
 cannot be trusted) one this process has seen unchanged for `lease_s` plus `skew_s` by its own
@@ -24,7 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from specflux.flow.remote.transport import CLAIMS, IDENTITY, Remote
+from specflux.flow.remote.marker import empty_tree, iso, marker
+from specflux.flow.remote.transport import CLAIMS, RELEASED, Remote
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Claim:
     run: str
     claimed_at: str
     lease_until: str
+    note: str = ""  # what happened to the claim on its way (claimed again after its ref was deleted)
 
     def seconds_left(self, now: float | None = None) -> float:
         return _epoch(self.lease_until) - (time.time() if now is None else now)
@@ -43,11 +48,7 @@ class Claim:
         left = self.seconds_left(now)
         return {"task": self.task, "worker": self.worker, "run": self.run, "claimedAt": self.claimed_at,
                 "leaseUntil": self.lease_until, "leaseLeftS": round(left, 1), "stale": left + skew_s < 0,
-                "ref": CLAIMS + self.task, "sha": self.sha}
-
-
-def iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+                "ref": CLAIMS + self.task, "sha": self.sha, "note": self.note}
 
 
 def _epoch(text: str) -> float:
@@ -101,22 +102,17 @@ class Claims:
 
     # ------------------------------------------------------------------ changing
 
-    def _commit(self, task: str, worker: str, run: str, claimed_at: str | None = None) -> str:
+    def _commit(self, task: str, worker: str, run: str, claimed_at: str | None = None, note: str = "") -> str:
         if self._empty_tree is None:
-            self._empty_tree = self.remote.git("mktree", input=b"").stdout.strip()
+            self._empty_tree = empty_tree(self.remote)
         now = time.time()
-        body = json.dumps({"worker": worker, "run": run, "task": task, "claimedAt": claimed_at or iso(now),
-                           "leaseUntil": iso(now + self.lease_s)}, sort_keys=True)
-        done = self.remote.git("commit-tree", self._empty_tree, "-m", body, env=IDENTITY)
-        if done.returncode:
-            from specflux.base.errors import GitError
+        fields = {"worker": worker, "run": run, "task": task, "claimedAt": claimed_at or iso(now),
+                  "leaseUntil": iso(now + self.lease_s)}
+        return marker(self.remote, {**fields, "note": note} if note else fields, tree=self._empty_tree)
 
-            raise GitError(f"git commit-tree failed: {done.stderr.strip()}")
-        return done.stdout.strip()
-
-    def create(self, task: str, worker: str, run: str) -> Claim | None:
+    def create(self, task: str, worker: str, run: str, note: str = "") -> Claim | None:
         """Claim `task`: the Claim when this push created the ref, None when it existed already."""
-        sha = self._commit(task, worker, run)
+        sha = self._commit(task, worker, run, note=note)
         ref = self.ref(task)
         pushed = self.remote.push(f"--force-with-lease={ref}:", f"{sha}:{ref}")
         return self._mine(task, sha) if pushed.ok else None
@@ -124,16 +120,39 @@ class Claims:
     def swap(self, old: Claim, worker: str, run: str, *, patient: bool = True) -> Claim | None:
         """Replace `old` with a new claim of `worker` (a renewal when it is the worker's own, a
         takeover when not): the new Claim, or None when the ref is no longer `old`."""
-        sha = self._commit(old.task, worker, run, old.claimed_at if old.worker == worker and old.run == run else None)
+        own = old.worker == worker and old.run == run
+        sha = self._commit(old.task, worker, run, old.claimed_at if own else None, old.note if own else "")
         ref = self.ref(old.task)
         pushed = self.remote.push(f"--force-with-lease={ref}:{old.sha}", f"{sha}:{ref}", patient=patient)
         return self._mine(old.task, sha) if pushed.ok else None
 
     def release(self, task: str, expected: str | None = None) -> bool:
-        """Delete the claim on `task` (only if it is still `expected`, when given); True when deleted."""
+        """Delete the claim on `task` (only if it is still `expected`, when given); True when deleted.
+        A worker's own claim: by hand, see `drop`."""
         ref = self.ref(task)
         lease = [f"--force-with-lease={ref}:{expected}"] if expected else []
         return self.remote.push(*lease, f":{ref}").ok
+
+    def drop(self, claim: Claim, by: str, why: str) -> bool:
+        """Delete someone's claim on purpose (`claims release`, a claim for a task that does not exist),
+        leaving `refs/specflux/released/<task>` to say who and why: its worker, when it finds its claim
+        gone, tells this from a deletion by an unknown hand. True when deleted (the claim was still `claim`)."""
+        note = marker(self.remote, {"task": claim.task, "worker": claim.worker, "run": claim.run, "claim": claim.sha,
+                                    "by": by, "why": why, "at": iso(time.time())})
+        ref = self.ref(claim.task)
+        return self.remote.push("--atomic", f"--force-with-lease={ref}:{claim.sha}", f":{ref}",
+                                f"+{note}:{RELEASED}{claim.task}").ok
+
+    def dropped(self, task: str) -> dict[str, Any]:
+        """The last `drop` of `task`'s claim on the remote ({} when none): {worker, run, claim, by, why, at}."""
+        local = f"refs/specflux/seen/{self.remote.track_as or self.remote.name}/released/{task}"
+        if self.remote.git("fetch", "-q", self.remote.name, f"+{RELEASED}{task}:{local}").returncode:
+            return {}
+        try:
+            fields = json.loads(self.remote.git("log", "-1", "--format=%s", local).stdout.strip())
+        except ValueError:
+            return {}
+        return fields if isinstance(fields, dict) else {}
 
     def _mine(self, task: str, sha: str) -> Claim:
         subject = self.remote.git("log", "-1", "--format=%s", sha).stdout.strip()
@@ -150,4 +169,4 @@ def parse_claim(task: str, sha: str, subject: str) -> Claim:
         data = {}
     return Claim(task=task, sha=sha, worker=str(data.get("worker", "?")), run=str(data.get("run", "?")),
                  claimed_at=str(data.get("claimedAt", "1970-01-01T00:00:00Z")),
-                 lease_until=str(data.get("leaseUntil", "1970-01-01T00:00:00Z")))
+                 lease_until=str(data.get("leaseUntil", "1970-01-01T00:00:00Z")), note=str(data.get("note", "")))

@@ -24,10 +24,19 @@ def run_crew(root: Path, options: Options, agents: "Agents", count: int, *,
              open_manager: Callable[[Path], "TaskStateManager"], say: Callable[[str], None] = lambda line: None) -> Report:
     """Run `count` workers in worktrees of the clone at `root`; their reports as one."""
     from specflux.flow.lanes.worktrees import current_branch
+    from specflux.flow.remote.one_worker import only_worker
+
+    lead = Worker(root, options, agents, open_manager=lambda: open_manager(root), say=say)  # checks what one checks
+    with only_worker(root, f"{options.worker}/1..{count}", options.remote, current_branch(root) or "?"):
+        return _crew(root, options, agents, count, lead, open_manager, say)
+
+
+def _crew(root: Path, options: Options, agents: "Agents", count: int, lead: Worker,
+          open_manager: Callable[[Path], "TaskStateManager"], say: Callable[[str], None]) -> Report:
+    from specflux.flow.lanes.worktrees import current_branch
     from specflux.flow.remote.transport import Remote
 
     branch = current_branch(root)
-    lead = Worker(root, options, agents, open_manager=lambda: open_manager(root), say=say)  # checks what one checks
     lead.remote.fetch()
     base = root / ".specflux" / "worktrees" / "workers"
     crew, reports, errors = [], [], []
@@ -59,7 +68,7 @@ def run_crew(root: Path, options: Options, agents: "Agents", count: int, *,
         lead.remote.git("worktree", "remove", "--force", str(base / str(n)))
     lead.remote.git("worktree", "prune")
     for worker in crew:  # the workers' own tracking refs go with them
-        for prefix in (f"refs/specflux/track/{worker.remote.track_as}/", worker.remote.seen_claims):
+        for prefix in (f"refs/specflux/track/{worker.remote.track_as}/", f"refs/specflux/seen/{worker.remote.track_as}/"):
             for ref in lead.remote.git("for-each-ref", "--format=%(refname)", prefix).stdout.split():
                 lead.remote.git("update-ref", "-d", ref)
     Remote(root, options.remote, lead.remote.branch).fetch()
@@ -73,6 +82,8 @@ def run_crew(root: Path, options: Options, agents: "Agents", count: int, *,
         merged.conflicts.update(report.conflicts)
         merged.unfinished.update(report.unfinished)
         merged.runs += report.runs
+        merged.held_back.update(report.held_back)
+        merged.stopped = merged.stopped or report.stopped
         for key, values in report.timings.items():
             merged.timings[key] += values
     return merged

@@ -1,11 +1,12 @@
 """Integration: a finished task's commits into the remote branch, exactly once.
 
 The worker's branch is merged with the remote branch as it is now (task files through the
-task-file merge driver, `specflux merge-driver`), then one atomic push does two things or neither:
-moves the remote branch forward (a fast-forward of what was fetched) and deletes the worker's claim,
-named with its sha as the lease. So a worker that lost its claim cannot integrate (its push is
-refused and it drops its result, saying so), a task is completed on the remote once, and a worker
-whose machine disappears mid-push leaves the remote before or after, never half.
+task-file merge driver, `specflux merge-driver`), then one atomic push does three things or none:
+moves the remote branch forward (a fast-forward of what was fetched), deletes the worker's claim
+(named with its sha as the lease) and writes the task's completion record (records.py). So a worker
+that lost its claim cannot integrate (its push is refused and it drops its result, saying so), a
+task is completed on the remote once, every integration leaves its evidence, and a worker whose
+machine disappears mid-push leaves the remote before or after, never half.
 
 A push refused because the branch moved is fetched, merged and tried again after a backoff with
 jitter. A real conflict (code, or a task file the driver could not merge) is never forced: the
@@ -20,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
+from specflux.flow.remote.claims import Claim
 from specflux.flow.remote.lease import Lease
-from specflux.flow.remote.transport import Remote, backoff
+from specflux.flow.remote.marker import iso, marker
+from specflux.flow.remote.transport import DONE, Remote, backoff
 from specflux.vcs.merge_driver import DRIVER_NAME, driver_command
 
 CONFLICTS = "refs/heads/specflux/conflict/"
@@ -64,18 +67,28 @@ def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], N
         with lease.held() as claim:
             if lease.lost:
                 return Integrated("lost", lease.lost, tries, seconds=time.monotonic() - began)
+            record = integration_record(remote, lease, claim)
             pushed = remote.push("--atomic", f"--force-with-lease={ref}:{claim.sha}",
-                                 f"HEAD:refs/heads/{remote.branch}", f":{ref}")
+                                 f"HEAD:refs/heads/{remote.branch}", f":{ref}", f"+{record}:{DONE}{task}")
             if pushed.ok:
                 lease.stop_renewing()
                 return Integrated("pushed", "", tries, seconds=time.monotonic() - began)
             holder = remote.remote_ref(ref)
+            if holder is None and lease.claim_again():
+                continue  # its ref was deleted by an unknown hand: claimed again, push again
             if holder != claim.sha:
                 lease.stop_renewing()
                 return Integrated("lost", lease.what_became(), tries, seconds=time.monotonic() - began)
         wait = backoff(tries, base=0.1, cap=5.0)
         say(f"task {task}: the remote branch moved while pushing; merging again in {wait:.1f} s (try {tries + 1})")
         sleep(wait)
+
+
+def integration_record(remote: Remote, lease: Lease, claim: Claim) -> str:
+    """The completion record of this integration (see records.py): it vouches for HEAD, and keeps the claim."""
+    head = remote.rev("HEAD") or ""
+    return marker(remote, {"task": claim.task, "worker": lease.worker, "run": lease.run, "claim": claim.sha,
+                           "at": iso(time.time())}, (head, claim.sha))
 
 
 def merge(remote: Remote, message: str) -> list[str]:

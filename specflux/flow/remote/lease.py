@@ -22,9 +22,10 @@ from specflux.flow.remote.transport import Unreachable
 
 class Lease:
     def __init__(self, claims: Claims, claim: Claim, worker: str, run: str, *,
-                 on_lost: Callable[[str], None] = lambda why: None, every_s: float | None = None):
+                 on_lost: Callable[[str], None] = lambda why: None, every_s: float | None = None,
+                 say: Callable[[str], None] = lambda line: None):
         self.claims, self.claim, self.worker, self.run = claims, claim, worker, run
-        self.on_lost = on_lost
+        self.on_lost, self.say = on_lost, say
         self.every_s = every_s if every_s is not None else max(0.2, claims.lease_s / 3)
         self.lost: str | None = None  # why, once lost
         self.renewals = 0
@@ -69,6 +70,8 @@ class Lease:
         finally:
             self.renew_seconds += time.monotonic() - began
         if new is None:
+            if self.claim_again():
+                return True
             self.lost = self.what_became()
             self.on_lost(self.lost)
             return False
@@ -76,15 +79,40 @@ class Lease:
         self.renewals += 1
         return True
 
+    def claim_again(self) -> bool:
+        """The claim's ref deleted by neither an integration nor `claims release` (an agent that reached
+        the remote, a person's `git push :ref`): claim the task again, saying so, rather than drop the
+        work for it. True when claimed again (under the lock, or from integration)."""
+        task = self.claim.task
+        if self.claims.remote.remote_ref(self.claims.ref(task)) is not None:
+            return False  # taken over, or changed: not a deletion
+        dropped = self.claims.dropped(task)
+        if dropped.get("claim") == self.claim.sha:
+            return False  # released on purpose: what_became says by whom
+        from specflux.flow.remote.marker import iso
+
+        note = (f"claimed again at {iso(time.time())}: its ref was deleted by something other than an integration "
+                "or `specflux claims release`")
+        new = self.claims.create(task, self.worker, self.run, note=note)
+        if new is None:
+            return False
+        self.claim = new
+        self.say(f"task {task}: its claim was deleted on the remote by something other than an integration or "
+                 "`specflux claims release`; claimed it again, the work goes on")
+        return True
+
     def what_became(self) -> str:
-        """What became of the claim, as the remote says: who took it over, or that it is gone."""
+        """What became of the claim, as the remote says: who took it over, who released it, or that it is gone."""
         remote = self.claims.remote
         ref = self.claims.ref(self.claim.task)
         done = remote.git("fetch", "-q", remote.name, f"+{ref}:{remote.seen_claims}{self.claim.task}")
         if done.returncode:
-            gone = "couldn't find remote ref" in done.stderr
-            return "its claim is gone (released by hand, or another worker integrated the task)" if gone \
-                else "its claim was taken over by another worker"
+            if "couldn't find remote ref" not in done.stderr:
+                return "its claim was taken over by another worker"
+            dropped = self.claims.dropped(self.claim.task)
+            if dropped.get("claim") == self.claim.sha:
+                return f"its claim was released by {dropped.get('by', '?')} at {dropped.get('at', '?')} ({dropped.get('why', '')})"
+            return "its claim is gone (deleted on the remote, and the task claimed by no one since)"
         sha = remote.rev(f"{remote.seen_claims}{self.claim.task}")
         taker = parse_claim(self.claim.task, sha or "", remote.git("log", "-1", "--format=%s", sha or "HEAD").stdout.strip())
         return f"its claim was taken over by {taker.worker} (run {taker.run})"

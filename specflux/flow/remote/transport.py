@@ -18,6 +18,8 @@ from specflux.base.errors import GitError
 from specflux.vcs.process import run_git
 
 CLAIMS = "refs/specflux/claims/"
+DONE = "refs/specflux/done/"  # a completion record per task: what integrated (or a person confirmed) it
+RELEASED = "refs/specflux/released/"  # the last claim released by hand (or cleared) per task
 _REFUSED = ("[rejected]", "[remote rejected]", "stale info", "non-fast-forward", "fetch first", "atomic push failed",
             "already exists")
 # The identity of the claim commits a worker makes: they are markers, not anyone's work.
@@ -70,6 +72,11 @@ class Remote:
         """Where the claims last fetched are kept locally."""
         return f"refs/specflux/seen/{self.track_as or self.name}/claims/"
 
+    @property
+    def seen_done(self) -> str:
+        """Where the completion records last fetched are kept locally."""
+        return f"refs/specflux/seen/{self.track_as or self.name}/done/"
+
     def git(self, *args: str, input: bytes | None = None, env: dict | None = None):
         return run_git(args, self.root, env=env, input=input)
 
@@ -95,11 +102,13 @@ class Remote:
             self.sleep(backoff(attempt, base=0.5, cap=10.0))
 
     def fetch(self) -> None:
-        """The queue's branch and every claim, as the remote has them now (claims it no longer has
-        are pruned). Waits while the remote is unreachable."""
+        """The queue's branch, every claim and every completion record, as the remote has them now
+        (in one fetch: one snapshot of the remote's refs; those it no longer has are pruned). Waits
+        while the remote is unreachable."""
         def once():
             done = self.git("fetch", "-q", "--prune", "--no-tags", self.name,
-                            f"+refs/heads/{self.branch}:{self.tracking}", f"+{CLAIMS}*:{self.seen_claims}*")
+                            f"+refs/heads/{self.branch}:{self.tracking}", f"+{CLAIMS}*:{self.seen_claims}*",
+                            f"+{DONE}*:{self.seen_done}*")
             return done.returncode == 0, done.stderr
         self._patiently("fetch", once)
 

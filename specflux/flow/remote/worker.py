@@ -4,8 +4,10 @@ Round and round: fetch; read the queue as the remote branch has it; take the fir
 dependencies complete on the remote, in the queue's order) that no one claims, else one whose claim
 is stale (a takeover); only with the claim made, check once more that the task is still to do,
 then run it (the run engine of `flow start`, on a local branch `specflux/work/<task>` started
-from the remote branch) while the lease is renewed; and integrate the result. When nothing is
-ready and nobody holds a claim that could make something ready, the worker stops.
+from the remote branch) while the lease is renewed; and integrate the result. A dependency counts
+as complete only when its completion is confirmed (records.py): one that a push made round the
+queue holds its dependents back until a person confirms it. When nothing is ready the worker says
+why and waits, or stops (idle.py).
 
 What a worker leaves when it cannot integrate stays on a local branch: `specflux/dropped/<task>/<run>`
 when its claim was lost, `specflux/work/<task>` when the run did not finish.
@@ -24,7 +26,9 @@ from specflux.base.errors import UsageError
 from specflux.flow.remote.claims import Claim, Claims
 from specflux.flow.remote.integrate import Integrated, ensure_driver, integrate, keep_conflicted
 from specflux.flow.remote.lease import Lease
+from specflux.flow.remote.idle import Idle
 from specflux.flow.remote.note import WorkerNote
+from specflux.flow.remote.records import Verifier
 from specflux.flow.remote.transport import Remote
 
 if TYPE_CHECKING:
@@ -45,6 +49,7 @@ class Options:
     workflow: str = "queue"
     max_iterations: int | None = None
     token_budget: int | None = None
+    wait_s: float | None = None  # --wait: how long to wait for a chain to open when nothing is claimable
 
 
 @dataclass
@@ -55,11 +60,14 @@ class Report:
     conflicts: dict[str, str] = field(default_factory=dict)  # task -> the branch its work is on
     unfinished: dict[str, str] = field(default_factory=dict)  # task -> the run's status
     runs: list[str] = field(default_factory=list)
+    stopped: str = ""  # why the worker stopped, in words
+    held_back: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> {unconfirmed upstream: why}
     timings: dict[str, list[float]] = field(default_factory=lambda: {"claim": [], "renew": [], "integrate": []})
 
     def as_json(self) -> dict[str, Any]:
         return {"worker": self.worker, "integrated": self.integrated, "lost": self.lost, "conflicts": self.conflicts,
-                "unfinished": self.unfinished, "runs": self.runs, "timings": self.timings}
+                "unfinished": self.unfinished, "runs": self.runs, "stopped": self.stopped, "heldBack": self.held_back,
+                "timings": self.timings}
 
 
 def new_run_id() -> str:
@@ -87,11 +95,21 @@ class Worker:
         if self.remote.git("remote", "get-url", options.remote).returncode:
             raise UsageError(f"no git remote {options.remote!r} here (see `git remote -v`)")
         self.claims = Claims(self.remote, options.lease_s, options.skew_s)
+        self.verifier = Verifier(self.remote)
+        self._tasks: set[str] = set()  # the tasks the branch has, as last read
         self.report = Report(options.worker)
 
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> Report:
+        if self.home is None:  # one of a crew: the crew holds the clone's worker lock
+            return self._loop()
+        from specflux.flow.remote.one_worker import only_worker
+
+        with only_worker(self.root, self.options.worker, self.remote.name, self.remote.branch):
+            return self._loop()
+
+    def _loop(self) -> Report:
         dirty = self.remote.git("status", "--porcelain", "--untracked-files=no").stdout.strip()
         if dirty:
             raise UsageError("a worker needs a clean tree (it checks out what the remote has): commit or put away "
@@ -99,19 +117,25 @@ class Worker:
         ensure_driver(self.root)
         self.note.write(worker=self.options.worker, remote=self.remote.name, branch=self.remote.branch,
                         doing="looking for a task")
+        idle = Idle(self.say, f"{self.remote.name}/{self.remote.branch}", poll_s=self.options.poll_s,
+                    wait_s=self.options.wait_s)
         try:
             while True:
                 self.remote.fetch()
                 self._checkout_tip()
                 claims = self.claims.fetched()
-                ready = self._ready()
+                ready, held_back, rest = self._ready()
+                self._clear_missing(claims)
                 free = [t for t in ready if t not in claims]
                 stale = [t for t in ready if t in claims and self.claims.stale(claims[t])]
                 if not free and not stale:
-                    if not any(t in claims for t in ready):
-                        break  # nothing to do, and nobody working on something that could unlock more
+                    self.report.held_back = held_back
+                    if not idle.waits({t: claims[t] for t in ready if t in claims}, held_back, rest):
+                        self.report.stopped = idle.why
+                        break
                     time.sleep(self.options.poll_s * random.uniform(0.5, 1.5))
                     continue
+                idle.reset()
                 task = (free or stale)[0]
                 run_id = new_run_id()
                 began = time.monotonic()
@@ -134,6 +158,7 @@ class Worker:
                 from specflux.base import interrupts
 
                 if interrupts.pressed:  # Ctrl-C: the run paused, its claim released; no next task
+                    self.report.stopped = "its run was stopped or interrupted (Ctrl-C, a lost claim): no next task"
                     break
         finally:
             self._go_home()
@@ -145,13 +170,32 @@ class Worker:
         if done.returncode:
             raise UsageError(f"cannot check out {self.remote.name}/{self.remote.branch}: {done.stderr.strip()}")
 
-    def _ready(self) -> list[str]:
-        """Tasks still to do on the remote whose dependencies are complete there, in the queue's order."""
+    def _ready(self) -> tuple[list[str], dict[str, dict[str, str]], dict[str, str]]:
+        """Tasks still to do on the remote whose dependencies are complete there and confirmed
+        (records.py), in the queue's order; {task: why} of those held back by a completion no
+        integration made; and the other tasks still to do (waiting for their chains)."""
         from specflux.store.chain import Graph
 
         graph = Graph.load(self.open_manager())
-        return [t for t in graph.order() if graph.status[t] in WORKABLE
-                and all(graph.status.get(d) == "complete" for d in graph.deps[t])]
+        self._tasks = set(graph.status)
+        todo = [t for t in graph.order() if graph.status[t] in WORKABLE]
+        open_ = [t for t in todo if all(graph.status.get(d) == "complete" for d in graph.deps[t])]
+        upstream = sorted({d for t in open_ for d in graph.deps[t]})
+        tip = self.remote.rev(self.remote.tracking)
+        doubtful = self.verifier.unconfirmed(tip, upstream, {d: "complete" for d in upstream}) if tip and upstream else {}
+        held_back = {t: {d: doubtful[d] for d in graph.deps[t] if d in doubtful}
+                     for t in open_ if any(d in doubtful for d in graph.deps[t])}
+        rest = {t: ", ".join(f"task {d} ({graph.status.get(d, 'missing')})" for d in graph.deps[t]
+                             if graph.status.get(d) != "complete") for t in todo if t not in open_}
+        return [t for t in open_ if t not in held_back], held_back, rest
+
+    def _clear_missing(self, claims: dict[str, Claim]) -> None:
+        """Clear the stale claims of tasks the branch does not have (`specflux claims` clears live ones too)."""
+        for task, claim in claims.items():
+            if task not in self._tasks and self.claims.stale(claim) and self.claims.drop(
+                    claim, self.options.worker, f"no task {task} on {self.remote.name}/{self.remote.branch}"):
+                self.say(f"cleared the stale claim of {claim.worker} (run {claim.run}) on task {task}: there is no "
+                         f"task {task} on {self.remote.name}/{self.remote.branch}")
 
     def _go_home(self) -> None:
         """Back on the branch the worker started on, brought up to the remote where it can be."""
@@ -167,7 +211,7 @@ class Worker:
         self.remote.fetch()  # claimed: is it still to do? (another worker may have integrated it just now)
         if self.remote.rev(self.remote.tracking) != seen:
             self._checkout_tip()
-        if self.remote.rev(self.remote.tracking) != seen and task not in self._ready():
+        if self.remote.rev(self.remote.tracking) != seen and task not in self._ready()[0]:
             self.claims.release(task, claim.sha)
             self.say(f"task {task}: done on the remote already; claim released")
             return
@@ -185,7 +229,7 @@ class Worker:
 
                 runs.control(run, "stop", note=f"lost the claim on task {task}: {why}")
 
-        with Lease(self.claims, claim, self.options.worker, run_id, on_lost=on_lost) as lease:
+        with Lease(self.claims, claim, self.options.worker, run_id, on_lost=on_lost, say=self.say) as lease:
             try:
                 state = self._run(task, run_id, current)
             except BaseException:  # the run could not start or was cut short: the claim is not left behind
