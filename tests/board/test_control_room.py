@@ -386,6 +386,8 @@ def test_the_queue_of_a_remote_is_on_the_page(tmp_path, browser):
                 for proc in procs:
                     proc.wait(timeout=120)
                 expect(page.locator("#queue")).to_contain_text("Complete 2", timeout=60000)
+                expect(page.locator("#queue")).to_contain_text("2 run(s) integrated")
+                expect(page.locator("#queue")).not_to_contain_text("unconfirmed")
             finally:
                 for proc in procs:
                     if proc.poll() is None:
