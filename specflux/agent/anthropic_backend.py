@@ -105,7 +105,14 @@ def _client(recorder: Recorder | None, api_key: str | None = None, base_url: str
 
 
 def _usage(api_usage: Any, model: str | None = None) -> Usage:
-    return Usage(**{name: getattr(api_usage, name, None) or 0 for name in TOKEN_FIELDS}, model=model)
+    """One response's usage; unknown (saying why) when the API's numbers are not believed
+    (usage_checks.py: the same rule as for an agent CLI's)."""
+    from specflux.agent.usage_checks import Untrusted, tokens
+
+    try:
+        return Usage(**{name: tokens(name, getattr(api_usage, name, None)) for name in TOKEN_FIELDS}, model=model)
+    except Untrusted as e:
+        return Usage.unknown(f"the API's {e}")
 
 
 def _param(block: Any) -> dict[str, Any]:

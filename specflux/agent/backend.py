@@ -23,8 +23,9 @@ TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cac
 class Usage:
     """What a session spent, summed over every response: tokens, the model, and the money.
 
-    `known` is False when the agent printed nothing its usage could be read from: such a session
-    says `unknown`, never 0 tokens. `cost_usd` is the CLI's own figure where it reports one
+    `known` is False when the agent printed nothing its usage could be read from, or printed a
+    number that is not believed (usage_checks.py; `why` then says which): such a session says
+    `unknown`, never 0 tokens. `cost_usd` is the CLI's own figure where it reports one
     (`cost_reported`), else the pricing table's (agent/pricing.py), else None (a model the table
     does not know)."""
 
@@ -36,10 +37,11 @@ class Usage:
     cost_usd: float | None = None
     cost_reported: bool = False
     known: bool = True
+    why: str = ""  # why the usage is unknown, when there is more to say than "no usage printed"
 
     @classmethod
-    def unknown(cls) -> Usage:
-        return cls(known=False)
+    def unknown(cls, why: str = "") -> Usage:
+        return cls(known=False, why=why)
 
     def add(self, other: Usage) -> Usage:
         """Add `other` into this one (in place) and return self."""
@@ -50,6 +52,7 @@ class Usage:
             self.cost_usd = (self.cost_usd or 0.0) + other.cost_usd
             self.cost_reported = self.cost_reported or other.cost_reported
         self.known = self.known and other.known
+        self.why = self.why or other.why
         return self
 
     @property
@@ -88,7 +91,10 @@ class SessionRequest:
     def over_budget(self, usage: Usage) -> "tuple[StopReason, str] | None":
         """("token_budget" or "budget_usd", what was spent against what) once `usage` is past
         this session's token or money budget; None while it is within both. The money is the
-        pricing table's figure, else the agent's own (`cost_reported`); unknown money passes."""
+        pricing table's figure, else the agent's own (`cost_reported`); unknown usage and unknown
+        money pass (said after the session: usage_checks.uncounted)."""
+        if not usage.known:
+            return None
         if self.token_budget is not None and usage.budgeted > self.token_budget:
             return "token_budget", f"used {usage.budgeted:,} tokens, past its budget of {self.token_budget:,}"
         if self.budget_usd is not None:

@@ -6,7 +6,9 @@ SPECFLUX_TASK_ID and SPECFLUX_ROOT in its environment; it edits the task file it
 
 What an agent CLI spent is read from its own output as it arrives (usage_readers.py: Claude Code,
 Codex, Gemini CLI, aider, opencode); a session whose running usage passes its token or money
-budget is stopped then. A CLI that prints nothing readable leaves the usage unknown, never 0.
+budget is stopped then. A CLI that prints nothing readable leaves the usage unknown, never 0;
+so does one that prints a number not believed (usage_checks.py), and no failure of the reading
+ends the session: it ends as the agent does, and its work is committed.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import IO, TYPE_CHECKING, Protocol
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
 from specflux.agent.presets import program_of
 from specflux.agent.tools import Toolbox, kill_group
+from specflux.agent.usage_checks import failed
 from specflux.agent.usage_readers import KINDS, UsageMeter, parse_usage, read_usage_and_turns  # noqa: F401
 from specflux.base.errors import AgentError
 
@@ -75,9 +78,14 @@ class _Metered:
         self.why: tuple[str, str] | None = None
 
     def append(self, line: str) -> None:
+        """Never raises (the thread reading the agent's output must read to its end): a failure
+        here makes the usage unknown, saying why."""
         self.tail.append(line)
-        if self.meter.feed(line) and not self.passed.is_set():
-            self._check()
+        try:
+            if self.meter.feed(line) and not self.passed.is_set():
+                self._check()
+        except Exception as e:  # noqa: BLE001 - whatever goes wrong, the session goes on
+            self.meter.distrust(failed(e))
 
     def _check(self) -> None:
         usage, request = self.meter.usage(), self.request
@@ -100,8 +108,11 @@ def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper, prefix: str = 
         line = raw.decode("utf-8", errors="replace")
         keep.append(line)
         if sink is not None:
-            sink.write(prefix + line if prefix else line)
-            sink.flush()
+            try:
+                sink.write(prefix + line if prefix else line)
+                sink.flush()
+            except (OSError, ValueError):  # the terminal went away: go on reading, or the agent blocks
+                sink = None
     source.close()
 
 

@@ -21,10 +21,11 @@ from specflux.format.model import SessionInput
 
 def usage_line(outcome: SessionOutcome) -> str:
     """The session entry's `**Usage:**` line: tokens, model and cost, or `unknown` when the agent
-    printed nothing they could be read from (never 0 tokens, as if it had been free)."""
+    printed nothing they could be read from, or numbers not believed (never 0 tokens, as if it had
+    been free), saying why."""
     usage = outcome.usage
     if not usage.known:
-        return f"{USAGE_UNKNOWN} (the agent printed no usage specflux can read)"
+        return f"{USAGE_UNKNOWN} ({usage.why or 'the agent printed no usage specflux can read'})"
     return format_usage(usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens,
                         usage.cache_creation_input_tokens, usage.model, usage.cost_usd)
 

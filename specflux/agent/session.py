@@ -173,6 +173,7 @@ def run_session(
         toolbox.close()
     outcome.duration_ms = outcome.duration_ms or int((time.monotonic() - started) * 1000)
     request.pricing.priced(outcome.usage)
+    _say_uncounted(outcome.usage, request, say)
     report = SessionReport(task_id, outcome.stop, error=outcome.error, outcome=outcome)
     report.notices += early_notices
     with deferred_interrupts():  # the agent has stopped: what it did is written down in full
@@ -204,6 +205,17 @@ def run_session(
         elif commit and git is None and report.session is not None:
             report.notices.append("not a git repository: specflux works, but does not commit")
     return report
+
+
+def _say_uncounted(usage: Usage, request: SessionRequest, say: Callable[[str], None]) -> None:
+    """A session whose usage is unknown: why, and that its budgets could not count it, said now
+    and kept in `usage.why` (its progress entry's usage line, a run's narrative)."""
+    from specflux.agent.usage_checks import uncounted
+
+    said = uncounted(usage, request.token_budget, request.budget_usd)
+    if said:
+        usage.why = said
+        say(f"usage unknown: {said}")
 
 
 def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None) -> None:
@@ -305,6 +317,13 @@ def new_recording_path(folder: Path, task_id: str) -> Path:
 
 def run_from_args(manager: "TaskStateManager", args) -> int:
     backend, edits = backend_from_args(manager, args)
+    if args.token_budget:  # a budget the agent's output cannot feed: said before it starts
+        from specflux.agent.metering import for_run
+
+        unmetered = for_run(manager, args.agent, args.cmd, args.model, True, args.token_budget, None, False,
+                            "the session's")
+        if unmetered:
+            print(f"specflux: warning: {unmetered}", file=sys.stderr)
     report = run_session(
         manager,
         args.id,
@@ -331,7 +350,7 @@ def describe(report: SessionReport) -> str:
     if o is not None:
         u = o.usage
         if not u.known:
-            spent = "tokens: unknown (the agent printed no usage specflux can read)"
+            spent = f"tokens: unknown ({u.why or 'the agent printed no usage specflux can read'})"
         else:
             spent = (f"tokens: {u.input_tokens} input, {u.output_tokens} output, {u.cache_read_input_tokens} "
                      f"cache-read, {u.cache_creation_input_tokens} cache-write; "

@@ -21,15 +21,20 @@ output after the fact. The shapes read, as each CLI documents them:
   (`input`, `output`, `reasoning`, `cache.read`, `cache.write`) and `cost`, summed.
 
 "auto" tries each on every line. A CLI that printed none of these gives None: its usage is unknown.
+A number that is not believed (usage_checks.py: not a number, not finite, negative, or past any
+real session) makes the session's usage unknown, saying which and why (`Usage.why`); so does a
+reader that fails on a line in any other way: nothing raised here reaches the thread reading
+the agent's output.
 """
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from typing import Any
 
 from specflux.agent.backend import TOKEN_FIELDS, Usage
+from specflux.agent.usage_checks import Untrusted, failed, loads, money, tokens
 
 KINDS = ("claude", "codex", "gemini", "aider", "opencode", "auto")
 
@@ -43,34 +48,42 @@ _JSON_HINTS = ('"usage"', '"model"', '"stats"', '"step_finish"', '"tokens"')
 
 
 def count(value: object) -> int:
-    """A token or turn count as reported, or 0 for anything that is not a positive number."""
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+    """A turn count as reported, or 0 for anything that is not a finite positive number (turns
+    feed no budget: not worth doubting the session for)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return int(min(value, 1_000_000_000)) if ok else 0  # type: ignore[arg-type]
 
 
-def _money(value: object) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _aider_number(text: str) -> int:
-    """`1.2k`, `345`, `2.5M` (aider's `format_tokens`) as a number."""
-    text = text.replace(",", "")
-    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:].lower(), 1)
+def _aider_number(name: str, text: str) -> int:
+    """`1.2k`, `345`, `2.5M` (aider's `format_tokens`) as a number; Untrusted past belief."""
+    plain = text.replace(",", "")
+    scale = {"k": 1_000, "m": 1_000_000}.get(plain[-1:].lower(), 1)
     try:
-        return int(round(float(text.rstrip("kKmM")) * scale))
+        number = float(plain.rstrip("kKmM")) * scale
     except ValueError:
-        return 0
+        raise Untrusted(f"{name} is {text!r}, not a number") from None
+    return tokens(name, round(number) if math.isfinite(number) else number, text)
+
+
+def _aider_cost(text: str) -> float | None:
+    """aider's `$0.05` session cost; Untrusted past belief."""
+    try:
+        number = float(text.replace(",", ""))
+    except ValueError:
+        raise Untrusted(f"the session cost is {text!r}, not a number") from None
+    return money("the session cost", number, text)
 
 
 def claude_usage(usage: dict[str, Any]) -> Usage:
     """Claude Code reports the Messages API's own fields: cached input apart from `input_tokens`."""
-    return Usage(**{name: count(usage.get(name)) for name in TOKEN_FIELDS})
+    return Usage(**{name: tokens(name, usage.get(name)) for name in TOKEN_FIELDS})
 
 
 def codex_usage(usage: dict[str, Any]) -> Usage:
     """Codex counts cached input inside `input_tokens` (OpenAI's way); `Usage` keeps them apart."""
-    cached = count(usage.get("cached_input_tokens"))
-    return Usage(input_tokens=max(count(usage.get("input_tokens")) - cached, 0),
-                 output_tokens=count(usage.get("output_tokens")), cache_read_input_tokens=cached)
+    cached = tokens("cached_input_tokens", usage.get("cached_input_tokens"))
+    return Usage(input_tokens=max(tokens("input_tokens", usage.get("input_tokens")) - cached, 0),
+                 output_tokens=tokens("output_tokens", usage.get("output_tokens")), cache_read_input_tokens=cached)
 
 
 def gemini_usage(stats: dict[str, Any]) -> Usage | None:
@@ -80,12 +93,13 @@ def gemini_usage(stats: dict[str, Any]) -> Usage | None:
     if isinstance(models, dict) and models:
         total, biggest = Usage(), (-1, None)
         for name, entry in models.items():
-            tokens = entry.get("tokens") if isinstance(entry, dict) else None
-            if not isinstance(tokens, dict):
+            counts = entry.get("tokens") if isinstance(entry, dict) else None
+            if not isinstance(counts, dict):
                 continue
-            cached = count(tokens.get("cached"))
-            one = Usage(input_tokens=max(count(tokens.get("prompt")) - cached, 0),
-                        output_tokens=count(tokens.get("candidates")) + count(tokens.get("thoughts")),
+            cached = tokens("cached", counts.get("cached"))
+            one = Usage(input_tokens=max(tokens("prompt", counts.get("prompt")) - cached, 0),
+                        output_tokens=tokens("candidates", counts.get("candidates"))
+                        + tokens("thoughts", counts.get("thoughts")),
                         cache_read_input_tokens=cached)
             total.add(one)
             biggest = max(biggest, (one.total, name), key=lambda pair: pair[0])
@@ -94,9 +108,9 @@ def gemini_usage(stats: dict[str, Any]) -> Usage | None:
     keys = [("input_tokens", "output_tokens"), ("inputTokens", "outputTokens")]
     for inp, out in keys:
         if inp in stats or out in stats:
-            cached = count(stats.get("cached") or stats.get("cached_tokens"))
-            return Usage(input_tokens=max(count(stats.get(inp)) - cached, 0), output_tokens=count(stats.get(out)),
-                         cache_read_input_tokens=cached)
+            cached = tokens("cached", stats.get("cached") or stats.get("cached_tokens"))
+            return Usage(input_tokens=max(tokens(inp, stats.get(inp)) - cached, 0),
+                         output_tokens=tokens(out, stats.get(out)), cache_read_input_tokens=cached)
     return None
 
 
@@ -116,27 +130,54 @@ class UsageMeter:
         self._message_sum: Usage | None = None  # and their sum, kept as they come
         self._summed: Usage | None = None  # aider and opencode: per message / step, added up
         self._cost: float | None = None  # the CLI's own running cost
+        self.doubt: str | None = None  # why the usage is not believed: then it is unknown, for good
+
+    def distrust(self, why: str) -> None:
+        """Make this session's usage unknown, saying `why` (the first reason stays)."""
+        self.doubt = self.doubt or why
 
     def _wants(self, kind: str) -> bool:
         return self.kind in ("auto", kind)
 
     def feed(self, line: str) -> bool:
-        """Read one line of output; True when it changed the running usage."""
+        """Read one line of output; True when it changed the running usage. Never raises: a
+        number not believed, or any failure of the reader, makes the usage unknown (`doubt`)."""
+        try:
+            return self._feed(line)
+        except Untrusted as e:
+            self.distrust(str(e))
+        except Exception as e:  # noqa: BLE001 - the reader's own failure must not end the session
+            self.distrust(failed(e))
+        return True
+
+    def _feed(self, line: str) -> bool:
         stripped = line.strip()
         if stripped.startswith("{"):
             if stripped.startswith(_NO_USAGE) or not any(hint in stripped for hint in _JSON_HINTS):
                 return False  # most lines of a long stream (tool results): no json.loads for them
             try:
-                event = json.loads(stripped)
+                event = loads(stripped)
             except ValueError:
-                return False
-            return isinstance(event, dict) and self.event(event)
+                return False  # not JSON after all: no usage in it
+            except RecursionError:
+                raise Untrusted("a line that looks like a usage report is nested too deeply to read") from None
+            return isinstance(event, dict) and self._event(event)
         if self._wants("aider"):
             return self._aider(stripped)
         return False
 
     def event(self, event: dict[str, Any]) -> bool:
-        """Read one JSON object the CLI printed; True when it changed the running usage."""
+        """Read one JSON object the CLI printed; True when it changed the running usage. Never
+        raises, as `feed`."""
+        try:
+            return self._event(event)
+        except Untrusted as e:
+            self.distrust(str(e))
+        except Exception as e:  # noqa: BLE001 - as in feed
+            self.distrust(failed(e))
+        return True
+
+    def _event(self, event: dict[str, Any]) -> bool:
         kind = event.get("type")
         if self._wants("claude") and kind in ("system", "assistant", "result") and "stats" not in event:
             return self._claude(event)
@@ -189,22 +230,22 @@ class UsageMeter:
         if isinstance(models, dict) and models:  # the model that cost most is the session's
             self.model = max(models, key=lambda m: (models[m] or {}).get("costUSD") or 0
                              if isinstance(models[m], dict) else 0)
-        cost = _money(event.get("total_cost_usd"))
+        cost = money("total_cost_usd", event.get("total_cost_usd"))
         if cost is not None:
             self._cost = cost
         return True
 
     def _opencode(self, part: dict[str, Any]) -> bool:
-        tokens = part.get("tokens")
-        if not isinstance(tokens, dict):
+        counts = part.get("tokens")
+        if not isinstance(counts, dict):
             return False
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), dict) else {}
-        step = Usage(input_tokens=count(tokens.get("input")),
-                     output_tokens=count(tokens.get("output")) + count(tokens.get("reasoning")),
-                     cache_read_input_tokens=count(cache.get("read")),
-                     cache_creation_input_tokens=count(cache.get("write")))
+        cache = counts.get("cache") if isinstance(counts.get("cache"), dict) else {}
+        step = Usage(input_tokens=tokens("input", counts.get("input")),
+                     output_tokens=tokens("output", counts.get("output")) + tokens("reasoning", counts.get("reasoning")),
+                     cache_read_input_tokens=tokens("cache.read", cache.get("read")),
+                     cache_creation_input_tokens=tokens("cache.write", cache.get("write")))
+        cost = money("cost", part.get("cost"))
         self._summed = (self._summed or Usage()).add(step)
-        cost = _money(part.get("cost"))
         if cost is not None:
             self._cost = (self._cost or 0.0) + cost
         self.turns += 1
@@ -215,23 +256,27 @@ class UsageMeter:
         if model:
             self.model = model.group(1)
             return False
-        tokens = _AIDER_TOKENS.search(line)
-        if not tokens:
+        said = _AIDER_TOKENS.search(line)
+        if not said:
             return False
-        parts = {what: _aider_number(n) for n, what in _AIDER_PART.findall(tokens.group("rest"))}
+        parts = {what: _aider_number(f"cache {what}", n) for n, what in _AIDER_PART.findall(said.group("rest"))}
         hit, write = parts.get("hit", 0), parts.get("write", 0)
-        sent = _aider_number(tokens.group(1))  # the whole prompt, cached parts inside it
-        message = Usage(input_tokens=max(sent - hit - write, 0), output_tokens=_aider_number(tokens.group(3)),
+        sent = _aider_number("sent", said.group(1))  # the whole prompt, cached parts inside it
+        message = Usage(input_tokens=max(sent - hit - write, 0), output_tokens=_aider_number("received", said.group(3)),
                         cache_read_input_tokens=hit, cache_creation_input_tokens=write)
-        self._summed = (self._summed or Usage()).add(message)
         cost = _AIDER_COST.search(line)
-        if cost:
-            self._cost = float(cost.group(2).replace(",", ""))
+        session_cost = _aider_cost(cost.group(2)) if cost else None
+        self._summed = (self._summed or Usage()).add(message)
+        if session_cost is not None:
+            self._cost = session_cost
         self.turns += 1
         return True
 
     def usage(self) -> Usage | None:
-        """What the session spent so far, or None when nothing said so."""
+        """What the session spent so far, or None when nothing said so; unknown (saying why)
+        once a number it printed was not believed."""
+        if self.doubt is not None:
+            return Usage.unknown(self.doubt)
         found = self._final or self._summed or self._message_sum
         if found is None:
             return None
@@ -249,8 +294,8 @@ def read_usage(kind: str, text: str) -> Usage | None:
 def read_usage_and_turns(kind: str, text: str, model: str | None = None) -> tuple[Usage | None, int]:
     meter = UsageMeter(kind, model)
     try:
-        whole = json.loads(text)  # one JSON value over many lines (gemini json, claude json --verbose)
-    except ValueError:
+        whole = loads(text)  # one JSON value over many lines (gemini json, claude json --verbose)
+    except (ValueError, RecursionError):  # lines, each read (and doubted) on its own
         for line in text.splitlines():
             meter.feed(line)
     else:

@@ -91,7 +91,8 @@ def _agents(args):
         from specflux.store.workspace import Workspace
 
         installed(resolve(args.agent, args.cmd, Workspace.find(explicit=args.root).config.agents))
-    return Agents(kind=args.agent, cmd=args.cmd, model=args.model, sandbox="off" if args.no_sandbox else None)
+    return Agents(kind=args.agent, cmd=args.cmd, model=args.model, sandbox="off" if args.no_sandbox else None,
+                  allow_unmetered=getattr(args, "allow_unmetered", False))
 
 
 def flow_start(args) -> int:

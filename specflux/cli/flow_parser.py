@@ -45,6 +45,9 @@ examples:
     s.add_argument("--token-budget", type=int, metavar="N", help="tokens the run may spend in all")
     s.add_argument("--budget-usd", type=float, metavar="X", help="US dollars the run may spend in all (priced by the "
                    "agent CLI's own figure, else the pricing table; default: [flow] budget_usd, none)")
+    s.add_argument("--allow-unmetered", action="store_true", help="run under --budget-usd (or [flow] budget_usd) "
+                   "even though the agent's output may not say what it spent (--agent command, a CLI with no usage "
+                   "reader): the budget may then not bind (docs/budgets.md)")
     s.add_argument("--parallel", type=int, metavar="N", help="work on up to N tasks whose dependencies are complete "
                    "at once, each coder attempt in its own git worktree, merged back by the run (default: [flow] "
                    "parallel, 1)")

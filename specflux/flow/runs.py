@@ -61,6 +61,12 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         raise UsageError("--parallel must be at least 1")
     target = _check_parallel(manager, flow, chosen) if parallel > 1 else None
     cfg = manager.ws.config.flow
+    from specflux.agent.metering import for_run  # budgets the agent's output cannot feed: refused or said
+
+    unmetered = for_run(manager, agents.kind, agents.cmd, agents.model, agents.allow_unmetered,
+                        token_budget or cfg.token_budget or None, budget_usd or cfg.budget_usd or None, bool(budget_usd))
+    if unmetered:
+        say(f"warning: {unmetered}")
     per_task = task_step_limit(flow, parallel)
     created = {
         "workflow": {"name": flow.name, "version": flow.version, "hash": flow.hash, "source": workflow},
@@ -74,6 +80,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         "branch": _branch(git),
         "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model, "sandbox": agents.sandbox},
         **({"parallel": parallel, "targetBranch": target} if parallel > 1 else {}),
+        **({"unmetered": unmetered} if unmetered else {}),
     }
     holds = Holds(manager.ws)
     with holds.locked():  # two `flow start`s at once: the second sees the first's holds

@@ -191,7 +191,10 @@ def test_parse_usage_reads_the_shapes_it_knows_and_nothing_else():
     assert parse_usage(json.dumps(CLAUDE_RESULT, indent=2)) == (CLAUDE_USAGE, 7)  # one object over lines
     odd = {**CLAUDE_RESULT, "num_turns": "seven", "usage": {"input_tokens": -1, "output_tokens": True},
            "total_cost_usd": "lots"}
-    assert parse_usage(json.dumps(odd)) == (Usage(), 1)
+    # numbers not believed make the usage unknown, naming the first (agent/usage_checks.py), never 0
+    assert parse_usage(json.dumps(odd)) == (Usage.unknown("input_tokens is -1, a negative number"), 1)
+    odd["usage"] = {"input_tokens": 5}
+    assert parse_usage(json.dumps(odd)) == (Usage.unknown('total_cost_usd is "lots", not a number'), 1)
     for text in ("", "plain words", "[1, 2]", "null", '{"type": "result"}', '{"type": "result", "usage": 5}'):
         assert parse_usage(text) is None, text
 

@@ -52,7 +52,7 @@ def last_session(repo: Path) -> dict[str, str]:
 def test_budget_usd_stops_the_run_between_steps_with_the_numbers(project, tmp_path):
     wrong = {"write": {"src/calc.py": WRONG + "# again\n"}, "sh": printing(result(0.3))}
     env = plan(tmp_path, coder__1=[wrong])
-    done = start(project, env, "1", "--budget-usd", "0.5")
+    done = start(project, env, "1", "--budget-usd", "0.5", "--allow-unmetered")  # --agent command: no reader named
     assert done.returncode == 1, done.stdout + done.stderr
     state = status(project)
     assert state["budgetUsd"] == 0.5
@@ -84,7 +84,7 @@ def test_an_agent_in_flight_is_stopped_when_its_streamed_cost_passes_what_is_lef
     git(project, "commit", "-qam", "a budget in money")
     env = plan(tmp_path, coder__1=[{"sh": printing(*EXPENSIVE, then="sleep 60")}])
     began = time.monotonic()
-    done = start(project, env, "1")
+    done = start(project, env, "1", "--allow-unmetered")
     took = time.monotonic() - began
     assert done.returncode == 1, done.stdout + done.stderr
     assert took < 40, f"the agent was left running: {took:.0f}s"

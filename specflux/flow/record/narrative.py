@@ -12,7 +12,8 @@ def line(event: dict[str, Any]) -> str | None:
     task = f"task {event['taskId']}" if event.get("taskId") else ""
     if kind == "run_created":
         tasks = ", ".join(t["id"] for t in event["tasks"])
-        return f"{at} run {event['runId']} created: workflow {event['workflow']['name']}, tasks {tasks or '(none yet)'}"
+        said = f"\n  - {event['unmetered']}" if event.get("unmetered") else ""  # agent/metering.py
+        return f"{at} run {event['runId']} created: workflow {event['workflow']['name']}, tasks {tasks or '(none yet)'}{said}"
     if kind == "status":
         why = event.get("pausedFor") or event.get("failureReason")
         if why and event.get("failureDetail"):
@@ -25,6 +26,8 @@ def line(event: dict[str, Any]) -> str | None:
         return f"{at} {event['kind']} started on {task or 'the run'} (step {event['stepId']})"
     if kind == "step_finished":
         notices = (event.get("output") or {}).get("notices") or []
+        if (event.get("usage") or {}).get("why"):  # unknown usage, and why (agent/usage_checks.py)
+            notices = [*notices, f"usage unknown: {event['usage']['why']}"]
         said = "".join(f"\n  - {n}" for n in notices)
         return f"{at} {event['kind']} finished on {task or 'the run'}: {_outcome(event)}{said}"
     if kind == "decision":

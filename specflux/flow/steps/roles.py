@@ -68,8 +68,7 @@ class StepResult:
 
 @dataclass
 class Agents:
-    """How a run's agent roles are run: `kind` anthropic, command (with `cmd`) or replay (the
-    recordings of run `replay_from`)."""
+    """How a run's agent roles are run: `kind` anthropic, command (`cmd`) or replay (run `replay_from`'s recordings)."""
 
     kind: str = "anthropic"  # or an agent CLI: a preset (agent/presets.py), an [agents.NAME], command
     cmd: str | None = None
@@ -77,6 +76,7 @@ class Agents:
     model: str | None = None
     timeout_s: float | None = None
     sandbox: str | None = None  # an agent CLI's sandbox: "off" (--no-sandbox), else [agent] sandbox
+    allow_unmetered: bool = False  # a budget in money its output cannot feed (agent/metering.py): run anyway
 
     @property
     def is_cli(self) -> bool:
@@ -433,7 +433,7 @@ def _usage(report) -> dict[str, Any]:
     if u is None:
         return {}
     if not u.known:
-        return {"unknown": True}
+        return {"unknown": True, **({"why": u.why} if u.why else {})}
     out: dict[str, Any] = {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens,
                            "cacheReadTokens": u.cache_read_input_tokens, "cacheWriteTokens": u.cache_creation_input_tokens,
                            "costUsd": None if u.cost_usd is None else round(u.cost_usd, 6)}
