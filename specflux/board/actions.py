@@ -170,6 +170,8 @@ class Actions:
                 argv += [flag, str(value)]
         if request.get("no_sandbox"):
             argv.append("--no-sandbox")
+        if request.get("allow_unmetered"):
+            argv.append("--allow-unmetered")
         launch = self.launcher.start(argv)
         return {"message": f"started: {launch.command}", "launch": launch.number}
 
