@@ -46,7 +46,7 @@ EXACT_STATUSES = ("pending", "in-progress", "review", "done", "blocked")
 PRIORITIES = {"high": 1, "medium": 3, "low": 5}
 
 _ID_KEY = re.compile(r'(?<!\\)"id"\s*:')
-_BULLET = re.compile(r"\s*(?:[-*+•]|\d+[.)]|\[[ xX]\])\s+")
+_MARKER = re.compile(r"\s*(?:(?:[-*+•]|\d+[.)])\s+(?:\[[ xX]\]\s+)?|\[[ xX]\]\s+)")  # a line's own, at its start
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|vs|cf|etc)\.$", re.IGNORECASE)
 
@@ -309,7 +309,7 @@ def _criteria(obj: dict[str, Any]) -> list[str]:
 
 def split_criteria(text: str) -> list[str]:
     """One criterion per line (list markers dropped), or per sentence when the text is one paragraph."""
-    lines = [_BULLET.sub("", line, count=1).strip() for line in text.split("\n")]
+    lines = [_unmarked(line) for line in text.split("\n")]
     lines = [line for line in lines if line]
     if len(lines) != 1:
         return lines
@@ -320,6 +320,13 @@ def split_criteria(text: str) -> list[str]:
         else:
             sentences.append(part)
     return [s.strip() for s in sentences if s.strip()]
+
+
+def _unmarked(line: str) -> str:
+    """`line` without its own list marker (`- `, `1. `, `• `, `[x] `) at its start; nothing in its
+    middle changes (`Python 3.12+ is active`, `cargo run -- --help` stay as written)."""
+    m = _MARKER.match(line)
+    return (line[m.end():] if m else line).strip()
 
 
 def _requirements(obj: dict[str, Any], title: str) -> str:
