@@ -175,8 +175,11 @@ def _explicit(tasks: list[Task], scan: Scan, warn) -> dict[str, list[tuple[str, 
         for raw in stated:
             add(task.raw_id, raw, task.line)
     for statement in scan.statements:
+        named = {t for raw in statement.prerequisites for t in resolve(raw, known) or []}
         for dependent in statement.dependents:
             for task_id in resolve(dependent, known) or []:
+                if ".." in dependent and task_id in named:  # a range's member that the sentence
+                    continue  # makes a prerequisite is not one that waits
                 for raw in statement.prerequisites:
                     add(task_id, raw, statement.line)
     return out

@@ -89,8 +89,9 @@ def test_back_355_02_done_subtask_all_ticked():
     assert draft.status == "complete"
     assert len(draft.criteria) == 6 and draft.checked == [True] * 6
     assert draft.criteria[5] == "CLI help text documents the --type flag"
-    assert draft.requirements == ("Extend CLI commands to support the type field, allowing users to specify and "
-                                  "modify task types from the command line.")
+    assert draft.requirements.startswith("Extend CLI commands to support the type field, allowing users to specify "
+                                         "and modify task types from the command line.\n\nFrom the source (")
+    assert "\n## Implementation Notes\n" in draft.requirements, "the rest of the file is kept verbatim"
     assert draft.metadata["parent"] == "BACK-355"
     assert draft.metadata["assignee"] == ["@codex-types-cli"]
     assert draft.metadata["labels"] == ["cli"]
@@ -125,7 +126,7 @@ def test_hand_edited_ariadne_file_imports_without_raising():
     assert draft.criteria == ["Split SymbolReference into specific reference types"]
     assert draft.checked == [False]
     assert draft.requirements.startswith("Split the monolithic `SymbolReference` interface")
-    assert draft.requirements.endswith("compile-time guarantees through discriminated unions.")
+    assert "compile-time guarantees through discriminated unions.\n\nFrom the source (" in draft.requirements
     assert messages(result) == [
         f"tasks/{ARIADNE}:45: 14 sub-task(s) written as headings (task-152.1 ... task-152.14) not imported; "
         "Backlog.md keeps each sub-task in its own file"
@@ -146,7 +147,11 @@ def test_fixture_folder_ids_statuses_ticks_and_dependencies():
     parent = drafts["task-196"]
     assert parent.criteria == ["Export writes one row per task", "Columns follow the order of `task list --plain`"]
     assert parent.checked == [True, False]
-    assert parent.requirements == "Add `backlog task export --csv` so tasks can be opened in a spreadsheet."
+    assert parent.requirements == (
+        "Add `backlog task export --csv` so tasks can be opened in a spreadsheet.\n\n"
+        "From the source (tasks/task-196 - Export-tasks-as-CSV.md, lines 28-32), kept verbatim:\n\n"
+        "```markdown\n## Implementation Plan\n\n<!-- SECTION:PLAN:BEGIN -->\n1. Reuse the plain formatter.\n"
+        "<!-- SECTION:PLAN:END -->\n```") and parent.kept == 4
     assert parent.metadata["priority"] == 1 and parent.metadata["assignee"] == ["@alice"]
 
     sub = drafts["task-196.1"]
