@@ -32,7 +32,9 @@ from specflux.importers.drafts import ImportResult, ImportWarning, TaskDraft, to
 
 FORMAT = "backlog"
 TASK_FOLDERS = ("tasks", "completed")  # in this order: a duplicate id keeps the open task's file
-STATUSES = {"to do": "pending", "in progress": "in_progress", "done": "complete"}
+STATUSES = {"to do": "pending", "in progress": "in_progress", "done": "complete",
+            "review": "review", "in review": "review", "blocked": "blocked"}
+CONFIG = "config.yml"  # the project's settings, beside tasks/: its `statuses` are the board's columns
 PRIORITIES = {"high": 1, "medium": 3, "low": 5}
 # Front-matter keys this module turns into draft fields; every other key is kept under metadata["backlog"].
 CONSUMED = ("id", "title", "status", "labels", "priority", "dependencies", "parent_task_id", "parent", "assignee")
@@ -61,7 +63,27 @@ def parse_folder(files: Mapping[str, str], base: str = "") -> ImportResult:
     of their paths, `tasks/` before `completed/`, so the result does not depend on the mapping's order.
     """
     chosen = sorted((p for p in files if _folder(p) is not None), key=lambda p: (_folder(p), _natural(p)))
-    return _parse([(_join(base, p), files[p], _folder(p) == 1) for p in chosen])
+    warnings: list[ImportWarning] = []
+    declared = _declared_statuses(files.get(CONFIG), _join(base, CONFIG), warnings)
+    result = _parse([(_join(base, p), files[p], _folder(p) == 1) for p in chosen], declared)
+    result.warnings[:0] = warnings
+    return result
+
+
+def _declared_statuses(text: str | None, path: str, warnings: list[ImportWarning]) -> list[str] | None:
+    """The `statuses` a project's `config.yml` declares (`[To Do, In Progress, Done, Wontfix]`), or
+    None without one."""
+    if text is None:
+        return None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        warnings.append(ImportWarning(path, mark.line + 1 if mark is not None else None,
+                                      f"not valid YAML ({_first_line(error)}); its statuses are not read"))
+        return None
+    statuses = config.get("statuses") if isinstance(config, dict) else None
+    return _string_list(statuses) if statuses is not None else None
 
 
 def parse_file(text: str, path: str) -> ImportResult:
@@ -70,10 +92,10 @@ def parse_file(text: str, path: str) -> ImportResult:
     return _parse([(path, text, "completed" in path.replace("\\", "/").split("/")[:-1])])
 
 
-def _parse(files: list[tuple[str, str, bool]]) -> ImportResult:
+def _parse(files: list[tuple[str, str, bool]], declared: list[str] | None = None) -> ImportResult:
     result = ImportResult(FORMAT)
     tasks = [task for path, text, completed in files
-             if (task := _read(text, path, completed, result.warnings)) is not None]
+             if (task := _read(text, path, completed, result.warnings, declared)) is not None]
     _unique(tasks, result.warnings)
     order = {path: n for n, (path, _, _) in enumerate(files)}
     result.warnings.sort(key=lambda w: order[w.path])  # file by file, as they were read
@@ -104,7 +126,8 @@ def _unique(tasks: list[_Task], warnings: list[ImportWarning]) -> None:
 
 # --- one file ---------------------------------------------------------------------------------------
 
-def _read(text: str, path: str, completed: bool, warnings: list[ImportWarning]) -> _Task | None:
+def _read(text: str, path: str, completed: bool, warnings: list[ImportWarning],
+          declared: list[str] | None) -> _Task | None:
     text = text.lstrip("\ufeff")
     lines = _lines(text)
     fm_start, body_start = _front_matter_span(lines)
@@ -123,7 +146,7 @@ def _read(text: str, path: str, completed: bool, warnings: list[ImportWarning]) 
         warnings.append(ImportWarning(path, id_line, "no usable task id (front matter `id:` or file name); file skipped"))
         return None
     title = _text(meta.get("title")) or _title_from_filename(path) or task_id
-    status = _status(meta.get("status"), completed, path, fm_lines, warnings)
+    status = _status(meta.get("status"), completed, path, fm_lines, warnings, declared)
     read = read_body(body)
     criteria, checked = read.criteria, read.checked
     if not criteria:  # every task gets at least one criterion to check its work against
@@ -170,10 +193,11 @@ def _task_id(meta: dict[str, Any], path: str, fm_lines: list[_Line]) -> tuple[st
     return (match.group(1) if match else None), line
 
 
-def _status(raw: Any, completed: bool, path: str, fm_lines: list[_Line], warnings: list[ImportWarning]) -> str:
-    """Backlog's three default statuses map; a file in `completed/` is complete whatever it says; a
-    project's own status (`Blocked`, `QA`...) is pending and reported, since only people know what
-    it means."""
+def _status(raw: Any, completed: bool, path: str, fm_lines: list[_Line], warnings: list[ImportWarning],
+            declared: list[str] | None = None) -> str:
+    """Backlog's default statuses (and Review, Blocked) map; a file in `completed/` is complete
+    whatever it says. Any other status (`Wontfix`, `QA`, declared in config.yml or not) has no
+    equivalent: it is blocked, never ready work, and the warning names it."""
     if completed:
         return "complete"
     written = _text(raw)
@@ -181,9 +205,14 @@ def _status(raw: Any, completed: bool, path: str, fm_lines: list[_Line], warning
         return "pending"  # Backlog.md's own default status
     mapped = _status_of(raw)
     if mapped is None:
+        said = ""
+        if declared is not None:
+            known = {" ".join(d.split()).casefold() for d in declared}
+            said = (f" (declared in {CONFIG})" if " ".join(written.split()).casefold() in known
+                    else f" (not one of the statuses {CONFIG} declares)")
         warnings.append(ImportWarning(path, _key_line(fm_lines, "status"),
-                                      f"custom status {written!r} imported as pending"))
-        return "pending"
+                                      f"status {written!r}{said} has no equivalent; imported as blocked"))
+        return "blocked"
     return mapped
 
 

@@ -141,7 +141,7 @@ def test_fixture_folder_ids_statuses_ticks_and_dependencies():
                                                   "task-3"], "a second file with a taken id is imported too"
     drafts = by_id(result)
     assert {i: d.status for i, d in drafts.items()} == {
-        "task-7": "pending", "task-7-2": "pending", "task-196": "in_progress", "task-196.1": "pending", "task-196.2": "pending",
+        "task-7": "pending", "task-7-2": "pending", "task-196": "in_progress", "task-196.1": "pending", "task-196.2": "blocked",
         "task-3": "complete",
     }
     parent = drafts["task-196"]
@@ -182,7 +182,8 @@ def test_fixture_folder_warnings_are_located():
     assert messages(result) == [
         "backlog/tasks/task-7 - Written-again.md:2: id TASK-7 is also the id of backlog/tasks/task-7 - Hand-written-task.md; "
         "this file is imported as task-7-2",
-        "backlog/tasks/task-196.2 - Write-export-docs.md:4: custom status 'QA' imported as pending",
+        "backlog/tasks/task-196.2 - Write-export-docs.md:4: status 'QA' (not one of the statuses config.yml declares) "
+        "has no equivalent; imported as blocked",
         "backlog/tasks/task-196.1 - Quote-fields-with-commas.md:8: dependency 'task-999' is not an imported task; left out",
     ]
     assert by_id(result)["task-196"].metadata["source"]["path"] == "backlog/tasks/task-196 - Export-tasks-as-CSV.md"
