@@ -35,7 +35,7 @@ STATES = {**{w: "complete" for w in PASSING},
           **{w: "pending" for w in ("failing", "failed", "fail", "pending", "todo", "to do", "not started", "open", "new")},
           "in progress": "in_progress", "wip": "in_progress", "blocked": "blocked", "review": "review"}
 
-_STEP_PREFIX = re.compile(r"\s*step\s*\d+\s*[:.)\-–]\s*", re.IGNORECASE)
+_STEP_PREFIX = re.compile(r"^\s*step\s*\d+\s*[:.)\-–]\s*", re.IGNORECASE)  # at the start only
 
 
 def parse(text: str, path: str, progress_text: str | None = None) -> ImportResult:

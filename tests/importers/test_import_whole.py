@@ -238,6 +238,12 @@ def test_the_harness_state_dialect_is_read_and_write_back_sets_it():
     assert pass_feature(after, "report", "state") == after
 
 
+def test_a_harness_step_loses_only_its_own_step_prefix():
+    text = '[{"description": "Retry", "steps": ["Step 1: run it", "Run it again, then step 2: compare"], "passes": false}]'
+    (draft,) = parse_harness(text, "feature_list.json").drafts
+    assert draft.criteria == ["run it", "Run it again, then step 2: compare"]
+
+
 def test_an_empty_feature_list_says_so():
     assert messages(parse_harness('{\n  "version": 2,\n  "features": []\n}\n', "feature_list.json")) == [
         "feature_list.json:3: the feature list is empty: no tasks to import"]
