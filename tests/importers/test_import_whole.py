@@ -278,3 +278,28 @@ def test_the_last_line_and_json_say_created_already_there_warnings_and_lines_kep
     assert out.splitlines()[-1] == ("0 task(s) created, 2 already there, 1 warning(s), 0 line(s) kept verbatim "
                                     "(backlog, backlog)")
     assert run(capsys, repo, "lint")[0] == 0
+
+
+def test_completing_tasks_of_the_new_shapes_ticks_their_source_in_the_same_commit(repo, capsys):
+    (repo / "tasks.md").write_bytes((FIXTURES / "speckit-hotfixes.md").read_bytes())
+    (repo / "feature_list.json").write_bytes((FIXTURES / "harness-state.json").read_bytes())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "sources")
+    for source in ("tasks.md", "feature_list.json"):
+        assert run(capsys, repo, "import", str(repo / source))[0] == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "imported")
+    before = (repo / "tasks.md").read_text().splitlines()
+    for task_id in ("T003", "T003A", "T003B", "T-HF01"):
+        ok(capsys, repo, "complete", task_id, "--summary", "done")
+    after = (repo / "tasks.md").read_text().splitlines()
+    assert [(a, b) for a, b in zip(before, after) if a != b] == [
+        ("- [ ] T003 Create the entry point in `src/index.ts`", "- [x] T003 Create the entry point in `src/index.ts`"),
+        ("- [ ] T003A [P] Add types to `src/types.ts`", "- [x] T003A [P] Add types to `src/types.ts`"),
+        ("- [ ] T003B [P] Add loader in `src/loader.ts`", "- [x] T003B [P] Add loader in `src/loader.ts`"),
+        ("- [ ] T-HF01 **BUG: stale url** — fix `src/index.ts`", "- [x] T-HF01 **BUG: stale url** — fix `src/index.ts`"),
+    ]
+    ok(capsys, repo, "complete", "report", "--summary", "done")
+    assert json.loads((repo / "feature_list.json").read_text())["features"][1]["state"] == "passing"
+    assert "feature_list.json" in git(repo, "show", "--name-only", "--format=", "HEAD").split(), "same commit"
+    assert git(repo, "status", "--porcelain") == ""
