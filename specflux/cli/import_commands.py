@@ -28,6 +28,8 @@ def cmd_import(args) -> int:
         print(safe(str(warning)), file=sys.stderr)
     if args.json:
         emit_json({"format": done.format, "created": done.created, "existing": done.existing,
+                   "summary": {"created": len(done.created), "existing": len(done.existing),
+                               "warnings": len(done.warnings), "kept_verbatim": done.kept},
                    "warnings": [{"path": w.path, "line": w.line, "message": w.message} for w in done.warnings],
                    "tasks": [{"id": d.task_id, "title": d.title, "status": d.status, "dependencies": d.dependencies,
                               "criteria": d.criteria, "metadata": d.metadata} for d in done.drafts]})
@@ -37,9 +39,9 @@ def cmd_import(args) -> int:
 
         rows = [[d.task_id, d.status, ",".join(d.dependencies) or "-", d.title] for d in done.drafts]
         print(safe(table(["ID", "STATUS", "DEPS", "TITLE"], rows)) if rows else "no tasks found")
-        print(f"\n{len(done.created)} task(s) would be created, {len(done.existing)} exist already "
+        print(f"\n{len(done.created)} task(s) would be created, {len(done.existing)} exist already, "
+              f"{len(done.warnings)} warning(s), {done.kept} line(s) would be kept verbatim "
               f"({done.format}, {shown}); nothing was written")
         return 0
-    print(f"{len(done.created)} task(s) created, {len(done.existing)} already there ({done.format}, {shown})"
-          + (f"; {len(done.warnings)} warning(s)" if done.warnings else ""))
+    print(f"{done.summary()} ({done.format}, {shown})")
     return 0

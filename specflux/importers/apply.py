@@ -29,6 +29,12 @@ class Imported:
     existing: list[str] = field(default_factory=list)
     warnings: list[ImportWarning] = field(default_factory=list)
     drafts: list[TaskDraft] = field(default_factory=list)
+    kept: int = 0  # lines of the source no field took, kept verbatim in the tasks created
+
+    def summary(self) -> str:
+        """The import's last line: what it did, in numbers."""
+        return (f"{len(self.created)} task(s) created, {len(self.existing)} already there, "
+                f"{len(self.warnings)} warning(s), {self.kept} line(s) kept verbatim")
 
 
 def detect(path: Path) -> str:
@@ -68,6 +74,8 @@ def read_source(path: Path, fmt: str | None, shown_as: str) -> ImportResult:
         root = path / "backlog" if (path / "backlog").is_dir() and not (path / "tasks").is_dir() else path
         files = {p.relative_to(root).as_posix(): read_text(p, _join(shown_as, p.relative_to(root).as_posix()))
                  for p in sorted(root.rglob("*.md")) if p.is_file()}
+        if (root / "config.yml").is_file():  # the statuses the project declares
+            files["config.yml"] = read_text(root / "config.yml", _join(shown_as, "config.yml"))
         base = shown_as if root == path else _join(shown_as, "backlog")
         return parse_folder(files, base=base)
     text = read_text(path, shown_as)
@@ -101,6 +109,7 @@ def apply(manager: "TaskStateManager", result: ImportResult, dry_run: bool = Fal
         if manager.path(draft.task_id).exists():
             out.existing.append(draft.task_id)
             continue
+        out.kept += draft.kept
         if dry_run:
             out.created.append(draft.task_id)
             continue

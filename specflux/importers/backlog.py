@@ -24,28 +24,23 @@ from typing import Any
 import frontmatter
 import yaml
 
-from specflux.importers.drafts import ImportResult, ImportWarning, TaskDraft, to_task_id
+from specflux.importers.backlog_body import HEADING as _HEADING
+from specflux.importers.backlog_body import Line as _Line
+from specflux.importers.backlog_body import read_body
+from specflux.importers.backlog_body import scan as _scan
+from specflux.importers.drafts import ImportResult, ImportWarning, TaskDraft, to_task_id, verbatim
 
 FORMAT = "backlog"
 TASK_FOLDERS = ("tasks", "completed")  # in this order: a duplicate id keeps the open task's file
-STATUSES = {"to do": "pending", "in progress": "in_progress", "done": "complete"}
+STATUSES = {"to do": "pending", "in progress": "in_progress", "done": "complete",
+            "review": "review", "in review": "review", "blocked": "blocked"}
+CONFIG = "config.yml"  # the project's settings, beside tasks/: its `statuses` are the board's columns
 PRIORITIES = {"high": 1, "medium": 3, "low": 5}
 # Front-matter keys this module turns into draft fields; every other key is kept under metadata["backlog"].
 CONSUMED = ("id", "title", "status", "labels", "priority", "dependencies", "parent_task_id", "parent", "assignee")
 
 _FM_DELIMITER = re.compile(r"-{3,}\s*")  # python-frontmatter's boundary, so both agree on where the body starts
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r" {0,3}(#{1,6})\s+(.*?)\s*#*\s*")
-_CHECKBOX = re.compile(r"\s{0,3}[-*+]\s+\[([ xX])\]\s+(?:#\d+\s+)?(.*\S)")
-_BULLET = re.compile(r"(?:[-*+]|\d+[.)])\s+(.*\S)")  # top-level only: nested items are details of their parent
 _FILENAME_ID = re.compile(r"([A-Za-z][A-Za-z0-9_]*-\d+(?:\.\d+)*)(?:\s+-\s+(.*))?\.md", re.IGNORECASE)
-
-
-@dataclass
-class _Line:
-    number: int  # 1-based, in the file
-    text: str
-    fenced: bool  # inside a ``` or ~~~ code block, where nothing is a heading, marker or list item
 
 
 @dataclass
@@ -68,7 +63,27 @@ def parse_folder(files: Mapping[str, str], base: str = "") -> ImportResult:
     of their paths, `tasks/` before `completed/`, so the result does not depend on the mapping's order.
     """
     chosen = sorted((p for p in files if _folder(p) is not None), key=lambda p: (_folder(p), _natural(p)))
-    return _parse([(_join(base, p), files[p], _folder(p) == 1) for p in chosen])
+    warnings: list[ImportWarning] = []
+    declared = _declared_statuses(files.get(CONFIG), _join(base, CONFIG), warnings)
+    result = _parse([(_join(base, p), files[p], _folder(p) == 1) for p in chosen], declared)
+    result.warnings[:0] = warnings
+    return result
+
+
+def _declared_statuses(text: str | None, path: str, warnings: list[ImportWarning]) -> list[str] | None:
+    """The `statuses` a project's `config.yml` declares (`[To Do, In Progress, Done, Wontfix]`), or
+    None without one."""
+    if text is None:
+        return None
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        warnings.append(ImportWarning(path, mark.line + 1 if mark is not None else None,
+                                      f"not valid YAML ({_first_line(error)}); its statuses are not read"))
+        return None
+    statuses = config.get("statuses") if isinstance(config, dict) else None
+    return _string_list(statuses) if statuses is not None else None
 
 
 def parse_file(text: str, path: str) -> ImportResult:
@@ -77,10 +92,10 @@ def parse_file(text: str, path: str) -> ImportResult:
     return _parse([(path, text, "completed" in path.replace("\\", "/").split("/")[:-1])])
 
 
-def _parse(files: list[tuple[str, str, bool]]) -> ImportResult:
+def _parse(files: list[tuple[str, str, bool]], declared: list[str] | None = None) -> ImportResult:
     result = ImportResult(FORMAT)
     tasks = [task for path, text, completed in files
-             if (task := _read(text, path, completed, result.warnings)) is not None]
+             if (task := _read(text, path, completed, result.warnings, declared)) is not None]
     _unique(tasks, result.warnings)
     order = {path: n for n, (path, _, _) in enumerate(files)}
     result.warnings.sort(key=lambda w: order[w.path])  # file by file, as they were read
@@ -111,7 +126,8 @@ def _unique(tasks: list[_Task], warnings: list[ImportWarning]) -> None:
 
 # --- one file ---------------------------------------------------------------------------------------
 
-def _read(text: str, path: str, completed: bool, warnings: list[ImportWarning]) -> _Task | None:
+def _read(text: str, path: str, completed: bool, warnings: list[ImportWarning],
+          declared: list[str] | None) -> _Task | None:
     text = text.lstrip("\ufeff")
     lines = _lines(text)
     fm_start, body_start = _front_matter_span(lines)
@@ -130,14 +146,16 @@ def _read(text: str, path: str, completed: bool, warnings: list[ImportWarning]) 
         warnings.append(ImportWarning(path, id_line, "no usable task id (front matter `id:` or file name); file skipped"))
         return None
     title = _text(meta.get("title")) or _title_from_filename(path) or task_id
-    status = _status(meta.get("status"), completed, path, fm_lines, warnings)
-    criteria, checked = _criteria(body)
+    status = _status(meta.get("status"), completed, path, fm_lines, warnings, declared)
+    read = read_body(body)
+    criteria, checked = read.criteria, read.checked
     if not criteria:  # every task gets at least one criterion to check its work against
         criteria, checked = [title], [status == "complete"]
     _report_heading_subtasks(body, task_id, path, warnings)
-    draft = TaskDraft(task_id=task_id, title=title, requirements=_description(body), criteria=criteria,
+    requirements = "\n\n".join(part for part in (read.description, verbatim(path, read.kept)) if part)
+    draft = TaskDraft(task_id=task_id, title=title, requirements=requirements, criteria=criteria,
                       checked=checked, status=status, metadata=_metadata(meta, task_id, path, fm_lines, warnings),
-                      line=1)
+                      line=1, kept=sum(1 for line in read.kept if line.text.strip()))
     deps = [(dep, _value_line(fm_lines, "dependencies", dep)) for dep in _string_list(meta.get("dependencies"))]
     parent = _text(meta.get("parent_task_id")) or _text(meta.get("parent")) or _implied_parent(task_id)
     return _Task(draft, path, id_line, deps, parent)
@@ -175,10 +193,11 @@ def _task_id(meta: dict[str, Any], path: str, fm_lines: list[_Line]) -> tuple[st
     return (match.group(1) if match else None), line
 
 
-def _status(raw: Any, completed: bool, path: str, fm_lines: list[_Line], warnings: list[ImportWarning]) -> str:
-    """Backlog's three default statuses map; a file in `completed/` is complete whatever it says; a
-    project's own status (`Blocked`, `QA`...) is pending and reported, since only people know what
-    it means."""
+def _status(raw: Any, completed: bool, path: str, fm_lines: list[_Line], warnings: list[ImportWarning],
+            declared: list[str] | None = None) -> str:
+    """Backlog's default statuses (and Review, Blocked) map; a file in `completed/` is complete
+    whatever it says. Any other status (`Wontfix`, `QA`, declared in config.yml or not) has no
+    equivalent: it is blocked, never ready work, and the warning names it."""
     if completed:
         return "complete"
     written = _text(raw)
@@ -186,9 +205,14 @@ def _status(raw: Any, completed: bool, path: str, fm_lines: list[_Line], warning
         return "pending"  # Backlog.md's own default status
     mapped = _status_of(raw)
     if mapped is None:
+        said = ""
+        if declared is not None:
+            known = {" ".join(d.split()).casefold() for d in declared}
+            said = (f" (declared in {CONFIG})" if " ".join(written.split()).casefold() in known
+                    else f" (not one of the statuses {CONFIG} declares)")
         warnings.append(ImportWarning(path, _key_line(fm_lines, "status"),
-                                      f"custom status {written!r} imported as pending"))
-        return "pending"
+                                      f"status {written!r}{said} has no equivalent; imported as blocked"))
+        return "blocked"
     return mapped
 
 
@@ -210,39 +234,6 @@ def _priority(raw: Any, path: str, fm_lines: list[_Line], warnings: list[ImportW
     warnings.append(ImportWarning(
         path, _key_line(fm_lines, "priority"), f"priority {_text(raw)!r} not understood; left out"))
     return None
-
-
-def _criteria(body: list[_Line]) -> tuple[list[str], list[bool]]:
-    """Between `<!-- AC:BEGIN -->` and `<!-- AC:END -->` (the `#N` numbers dropped); in a hand-written
-    file, the list under `## Acceptance Criteria`."""
-    lines = _between_markers(body, "<!-- AC:BEGIN -->", "<!-- AC:END -->")
-    if lines is None:
-        lines = _section(body, "acceptance criteria") or []
-    criteria: list[str] = []
-    checked: list[bool] = []
-    for line in lines:
-        if line.fenced:
-            continue
-        box = _CHECKBOX.fullmatch(line.text)
-        if box:
-            criteria.append(box.group(2).strip())
-            checked.append(box.group(1) != " ")
-            continue
-        bullet = _BULLET.fullmatch(line.text)
-        if bullet:
-            criteria.append(bullet.group(1).strip())
-            checked.append(False)
-    return criteria, checked
-
-
-def _description(body: list[_Line]) -> str:
-    lines = _between_markers(body, "<!-- SECTION:DESCRIPTION:BEGIN -->", "<!-- SECTION:DESCRIPTION:END -->")
-    if lines is None:
-        lines = _section(body, "description") or []
-    texts = [line.text for line in lines]
-    while texts and (not texts[-1].strip() or _FM_DELIMITER.fullmatch(texts[-1])):  # trailing blank lines and ---
-        texts.pop()
-    return "\n".join(texts).strip()
 
 
 def _report_heading_subtasks(body: list[_Line], task_id: str, path: str, warnings: list[ImportWarning]) -> None:
@@ -318,50 +309,6 @@ def _front_matter_span(lines: list[str]) -> tuple[int | None, int]:
         return None, 0
     end = next((i for i in range(start + 1, len(lines)) if _FM_DELIMITER.fullmatch(lines[i])), None)
     return (start, end + 1) if end is not None else (None, 0)
-
-
-def _scan(lines: list[str], first_number: int) -> list[_Line]:
-    """Number the body's lines and mark those inside code fences (closed by the same character,
-    at least as long)."""
-    scanned: list[_Line] = []
-    fence: str | None = None
-    for offset, text in enumerate(lines):
-        opener = _FENCE.match(text)
-        if fence is None and opener:
-            fence = opener.group(1)
-            scanned.append(_Line(first_number + offset, text, True))
-        elif fence is not None:
-            closes = opener and opener.group(1)[0] == fence[0] and len(opener.group(1)) >= len(fence) \
-                and not text[opener.end():].strip()
-            scanned.append(_Line(first_number + offset, text, True))
-            if closes:
-                fence = None
-        else:
-            scanned.append(_Line(first_number + offset, text, False))
-    return scanned
-
-
-def _between_markers(body: list[_Line], begin: str, end: str) -> list[_Line] | None:
-    """The lines between two marker comments, or None when the begin marker is not there."""
-    start = next((i for i, line in enumerate(body) if not line.fenced and line.text.strip() == begin), None)
-    if start is None:
-        return None
-    ends = (i for i in range(start + 1, len(body)) if not body[i].fenced and body[i].text.strip() == end)
-    stop = next(ends, len(body))
-    return body[start + 1:stop]
-
-
-def _section(body: list[_Line], name: str) -> list[_Line] | None:
-    """The lines under a `## Name` heading (any level up to 2), up to the next heading of level 1-2."""
-    start = None
-    for i, line in enumerate(body):
-        heading = None if line.fenced else _HEADING.fullmatch(line.text)
-        if heading and len(heading.group(1)) <= 2:
-            if start is not None:
-                return body[start:i]
-            if heading.group(2).strip().casefold() == name:
-                start = i + 1
-    return body[start:] if start is not None else None
 
 
 def _key_line(fm_lines: list[_Line], key: str) -> int | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_TICKS = re.compile(r"\s*`{3,}")
 
 
 @dataclass
@@ -29,6 +30,7 @@ class TaskDraft:
     dependencies: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)  # source {path, line}|{path, id}, phase, parallel, ...
     line: int | None = None  # where the task starts in its source file
+    kept: int = 0  # lines of the source no field took, kept verbatim in `requirements` (see `verbatim`)
 
     def __post_init__(self) -> None:
         if not _ID.fullmatch(self.task_id):
@@ -60,3 +62,17 @@ def to_task_id(raw: str) -> str | None:
     """The source's id as a specflux id, or None when it cannot be one (`#12` -> `12`)."""
     candidate = str(raw).strip().lstrip("#")
     return candidate if _ID.fullmatch(candidate) else None
+
+
+def verbatim(path: str, lines: list) -> str:
+    """Lines of the source no field took (objects with `number` and `text`), for the end of a
+    task's requirements: a note saying where they come from, then the lines as written, in a code
+    fence longer than any inside them (so that nothing in them is a heading of the task file)."""
+    if not lines:
+        return ""
+    longest = max((len(m.group(0)) for line in lines for m in [_TICKS.match(line.text)] if m), default=0)
+    fence = "`" * max(3, longest + 1)
+    first, last = lines[0].number, lines[-1].number
+    where = f"line {first}" if first == last else f"lines {first}-{last}"
+    return "\n".join([f"From the source ({path}, {where}), kept verbatim:", "", fence + "markdown",
+                      *(line.text for line in lines), fence])

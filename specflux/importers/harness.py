@@ -28,7 +28,14 @@ PROGRESS_FILE = "claude-progress.txt"
 KNOWN_KEYS = ("id", "category", "description", "steps", "passes", "title", "name")
 TITLE_LENGTH = 100  # a longer description is cut at a word for the title; requirements keep all of it
 
-_STEP_PREFIX = re.compile(r"\s*step\s*\d+\s*[:.)\-–]\s*", re.IGNORECASE)
+# a feature list without `passes` may say `"state": "passing"` (or `"status"`) instead
+STATE_KEYS = ("state", "status")
+PASSING = ("passing", "passed", "pass", "done", "complete", "completed", "verified", "implemented")
+STATES = {**{w: "complete" for w in PASSING},
+          **{w: "pending" for w in ("failing", "failed", "fail", "pending", "todo", "to do", "not started", "open", "new")},
+          "in progress": "in_progress", "wip": "in_progress", "blocked": "blocked", "review": "review"}
+
+_STEP_PREFIX = re.compile(r"^\s*step\s*\d+\s*[:.)\-–]\s*", re.IGNORECASE)  # at the start only
 
 
 def parse(text: str, path: str, progress_text: str | None = None) -> ImportResult:
@@ -61,10 +68,13 @@ def parse(text: str, path: str, progress_text: str | None = None) -> ImportResul
 def _features(doc: LocatedJSON, path: str, warnings: list[ImportWarning]) -> list[Any]:
     """The feature list of either shape: the top-level array, or the object's `features`."""
     data = doc.data
-    if isinstance(data, list):
-        return data
-    if isinstance(data, dict) and isinstance(data.get("features"), list):
-        return data["features"]
+    features = data if isinstance(data, list) else data.get("features") if isinstance(data, dict) else None
+    if features == []:
+        where = re.search(r'"features"\s*:', doc.text) if isinstance(data, dict) else None
+        line = doc.text.count("\n", 0, where.start()) + 1 if where else 1
+        warnings.append(ImportWarning(path, line, "the feature list is empty: no tasks to import"))
+    if isinstance(features, list):
+        return features
     warnings.append(ImportWarning(path, 1, 'no features: expected a JSON array or an object with a "features" array'))
     return []
 
@@ -82,12 +92,19 @@ def _draft(doc: LocatedJSON, feature: Any, index: int, path: str, warnings: list
 
     description = _text(feature.get("description"))
     title = _text(feature.get("title")) or _text(feature.get("name")) or _short(description) or task_id
-    passes = _passes(feature.get("passes"), task_id, line, path, warnings)
     criteria = _steps(feature.get("steps")) or [description or title]
     metadata: dict[str, Any] = {"source": {"path": path, "id": own_id if task_id == own_id else index}}
+    dialect = next((k for k in STATE_KEYS if "passes" not in feature and isinstance(feature.get(k), str)), None)
+    if dialect is None:
+        passes = _passes(feature.get("passes"), task_id, line, path, warnings)
+        status = "complete" if passes else "pending"
+    else:  # `"state": "passing"`: write-back sets this key
+        status = _state(feature[dialect], dialect, task_id, line, path, warnings)
+        passes = status == "complete"
+        metadata["source"]["field"] = dialect
     if _text(feature.get("category")):
         metadata["category"] = _text(feature.get("category"))
-    extra = {str(k): v for k, v in feature.items() if k not in KNOWN_KEYS}
+    extra = {str(k): v for k, v in feature.items() if k not in KNOWN_KEYS and k != dialect}
     if extra:
         metadata["harness"] = extra
     return TaskDraft(
@@ -96,7 +113,7 @@ def _draft(doc: LocatedJSON, feature: Any, index: int, path: str, warnings: list
         requirements=description,
         criteria=criteria,
         checked=[passes] * len(criteria),
-        status="complete" if passes else "pending",
+        status=status,
         metadata=metadata,
         line=line,
     )
@@ -107,6 +124,17 @@ def _steps(raw: Any) -> list[str]:
     items = raw if isinstance(raw, list) else [raw] if raw else []
     steps = [_STEP_PREFIX.sub("", _text(item), count=1).strip() for item in items]
     return [step for step in steps if step]
+
+
+def _state(raw: str, key: str, task_id: str, line: int | None, path: str, warnings: list[ImportWarning]) -> str:
+    """A feature's `state` (or `status`) in the dialects seen in the wild; one with no equivalent is
+    blocked, never ready work, with a warning naming it."""
+    written = " ".join(raw.replace("_", " ").replace("-", " ").split()).casefold()
+    if written in STATES:
+        return STATES[written]
+    warnings.append(ImportWarning(
+        path, line, f"feature {task_id}: {key} {raw!r} has no equivalent; imported as blocked"))
+    return "blocked"
 
 
 def _passes(raw: Any, task_id: str, line: int | None, path: str, warnings: list[ImportWarning]) -> bool:

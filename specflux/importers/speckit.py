@@ -9,8 +9,9 @@ What is a task, in order of preference (the first kind the file has wins):
 The id and its markers may be written in many ways (`T002: [P]`, `**T002**`, `t002`...: see
 speckit_head). Nothing in front matter, HTML comments or code fences is a task; an id-less checkbox
 in a file that has ids (a validation checklist) is not a task either, but one in a section of tasks
-is said in a warning, as is a `- T013: ...` item in a file whose tasks are checkboxes. A second
-task with a taken id is imported as `T001-2`.
+is said in a warning, as is a `- T013: ...` item in a file whose tasks are checkboxes, and any other
+line whose head looks like an id. An id listed again with the same text is the same task (a file
+whose checklist repeats its task list); with other text it is a warning, never a second task.
 
 Dependencies are the source's where it states them: inline (`(depends on T006)`, `after T003`,
 `needs T020`), a task's own `Dependencies:` line, and statements in dependency sections
@@ -29,7 +30,7 @@ import re
 
 from specflux.importers.drafts import ImportResult, ImportWarning
 from specflux.importers.speckit_drafts import draft
-from specflux.importers.speckit_phrases import flat, ids, inline, normal, resolve
+from specflux.importers.speckit_phrases import RANGE, flat, ids, inline, normal, resolve
 from specflux.importers.speckit_scan import DEPENDENCY_FIELDS, FIELD, Scan, Task, scan_file
 
 FORMAT = "spec-kit"
@@ -52,6 +53,7 @@ def parse(text: str, path: str) -> ImportResult:
         warn(line, f"{token} is a placeholder, not a task id; this line is not imported")
     for line in scan.idless_in_task_sections:
         warn(line, "this checkbox looks like a task but has no task id (such as T001); not imported")
+    _unread(scan, tasks, warnings, warn)
     dependencies = _file_order(tasks, _explicit(tasks, scan, warn), scan, warn)
     drafts = [draft(task, dependencies[task.raw_id], path, scan.file_status_done) for task in tasks]
     unique = dict.fromkeys(sorted(warnings, key=lambda w: w.line or 0))  # each said once
@@ -59,18 +61,22 @@ def parse(text: str, path: str) -> ImportResult:
 
 
 def _unique(tasks: list[Task], warn) -> list[Task]:
-    """Every task under an id of its own: a second task with a taken id (`T001` again, or `t001`
-    beside `T001`) is `T001-2`, said in a warning; no task is dropped. A task without a description
-    is titled by its id."""
+    """Every task once. An id listed again with the same text (a file whose checklist repeats its
+    task list) is the same task; with other text (or `t001` beside `T001`) it is a warning, and
+    the first one is the task. A task without a description is titled by its id."""
     known: dict[str, Task] = {}
     for task in tasks:
         written = task.written or task.raw_id
-        if task.raw_id in known:
-            first = known[task.raw_id]
-            task.raw_id = next(f"{task.raw_id}-{n}" for n in range(2, len(tasks) + 2)
-                               if f"{task.raw_id}-{n}" not in known)
-            warn(task.line, f"{written} is listed twice (first on line {first.line}); imported as {task.raw_id}")
-        if not " ".join(task.text).strip():
+        first = known.get(task.raw_id)
+        if first is not None:
+            if _text(first) != _text(task):
+                warn(task.line, f"{written} is listed again with other text (first on line {first.line}); "
+                                f"not imported: {first.raw_id} is line {first.line}'s task")
+            elif _done(first) != _done(task):
+                warn(task.line, f"{written} is listed again (first on line {first.line}) "
+                                f"{'ticked' if _done(task) else 'not ticked'}; imported as line {first.line} has it")
+            continue
+        if not _text(task):
             warn(task.line, f"{written} has no description; imported with its id as its title")
             task.text = [written]
         known[task.raw_id] = task
@@ -79,6 +85,31 @@ def _unique(tasks: list[Task], warn) -> list[Task]:
         if written != task.raw_id:
             task.written = written
     return list(known.values())
+
+
+def _text(task: Task) -> str:
+    return " ".join(" ".join(task.text).split())
+
+
+def _done(task: Task) -> bool:
+    return (task.box or " ") in "xX"
+
+
+# a line whose head is id-shaped, as a reader would take for a task (wider than what is read as an id)
+_LOOKS_LIKE_A_TASK = re.compile(
+    r"^\s*(?:(?:[-*+]|\d+[.)])\s+)?(?:\[.\]\s+)?(?:\[[^\]]{1,12}\]\s*)*(?:\*\*|__)?"
+    r"([Tt]-?[A-Z]{0,4}-?\d[\w.-]*?)[.:]?(?:\*\*|__)?(?:[:.)]?\s|\s*[-–—]\s|$)")
+
+
+def _unread(scan: Scan, tasks: list[Task], warnings: list[ImportWarning], warn) -> None:
+    """A `path:line` warning for each line that looks like a task (its head an id, whatever the
+    section) but is neither a task nor said about already, nor a mention of a task that is."""
+    said = {t.line for t in tasks} | {w.line for w in warnings}
+    known = {t.raw_id for t in tasks} | {normal(t.written) for t in tasks if t.written}
+    for line in scan.lines:
+        m = _LOOKS_LIKE_A_TASK.match(line.text) if line.hidden is None else None
+        if m and line.number not in said and normal(m.group(1)) not in known and not RANGE.match(line.text, m.start(1)):
+            warn(line.number, f"{m.group(1)} looks like a task but is not read as one; not imported")
 
 
 def _choose_tasks(scan: Scan, warn) -> list[Task]:
@@ -144,8 +175,11 @@ def _explicit(tasks: list[Task], scan: Scan, warn) -> dict[str, list[tuple[str, 
         for raw in stated:
             add(task.raw_id, raw, task.line)
     for statement in scan.statements:
+        named = {t for raw in statement.prerequisites for t in resolve(raw, known) or []}
         for dependent in statement.dependents:
             for task_id in resolve(dependent, known) or []:
+                if ".." in dependent and task_id in named:  # a range's member that the sentence
+                    continue  # makes a prerequisite is not one that waits
                 for raw in statement.prerequisites:
                     add(task_id, raw, statement.line)
     return out

@@ -42,7 +42,7 @@ def draft(task: Task, dependencies: list[str], path: str, file_done: bool) -> Ta
     return TaskDraft(
         task_id=task.raw_id,
         title=_title(description),
-        requirements="\n".join([description, *task.details]).strip(),
+        requirements="\n".join([*task.text, *task.details]).strip(),
         criteria=criteria,
         checked=checked if checked else [done] * len(criteria),
         status="complete" if done else "pending",
@@ -81,13 +81,14 @@ def _criteria(task: Task, description: str) -> tuple[list[str], list[bool]]:
     for detail in task.details:
         m = FIELD.match(detail)
         if m and m.group(1).strip().lower() in _CHECK_FIELDS and m.group(2).strip():
-            return [_safe(one_line(m.group(2).replace("**", "")))], []
-    return [_safe(one_line(description.replace("**", "")))], []
+            return [_safe(one_line(m.group(2)))], []
+    return [_safe(one_line(description))], []
 
 
 def _title(description: str) -> str:
-    """One readable line: the text up to its first clause break when it is long."""
-    text = _safe(one_line(description.replace("**", "").replace("__", ""))).rstrip(" :")
+    """One line, a prefix of the source's text as written (bold and all): up to its first clause
+    break when it is long, without a closing `:` or `.`."""
+    text = _safe(one_line(description)).rstrip(" :")
     text = text[:-1] if text.endswith(".") and not text.endswith("..") else text
     if len(text) <= TITLE_MAX:
         return text

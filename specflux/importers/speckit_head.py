@@ -19,15 +19,17 @@ from dataclasses import dataclass, field
 
 from specflux.importers.speckit_phrases import ID, RANGE, normal
 
-_MARKER = r"\[\s*(?:[Pp]|US\s*-?\s*\d+|Story(?:\s*-?\s*\d+)?|P\d)\s*\]"
-ID_FIRST = re.compile(rf"\s*(?P<pre>(?:{_MARKER}\s*)*)(?P<bold>\*\*|__)?(?P<id>{ID})(?![\w])"
+_MARKER = r"\[\s*(?:[Pp]|US\s*-?\s*\d+(?:\.\d+)*|Story(?:\s*-?\s*\d+(?:\.\d+)*)?|P\d)\s*\]"
+ID_FIRST = re.compile(rf"\s*(?P<pre>(?:{_MARKER}\s*)*)(?P<bold>\*\*|__)?(?P<id>{ID})(?![A-Za-z0-9_])"
                       r"(?P<close>[:.]?(?:\*\*|__))?")
 PLACEHOLDER = re.compile(r"\s*\**(T[0-9X#N?]*[X#N?][0-9X#N?]*)\b")
 _SEPARATOR = r"\s*(?:[:.)]|[-–—]+)?\s*"
 _TAG = re.compile(rf"{_SEPARATOR}\[([^\]\s][^\]]{{0,30}})\](?!\()")  # not a link's [text](url)
 _LABEL = re.compile(r"\s*\(([^()]{1,30})\)\s*(?=:)")  # `(RED):`, `(tests-first):`
 _CLOSE_BOLD = re.compile(r"\s*[:.]?\s*(?:\*\*|__)")
-_LEAD = re.compile(r"^(?:\s*[:.)]|\s+[-–—]+|[-–—]+(?=\s))\s*")
+# the separator after the id or its markers: `T002: `, `T002. `, `T002) `, `T002 - `; a dot that
+# starts the text (`T001 .gitignore`) is the text's own
+_LEAD = re.compile(r"^(?:[:.)](?=\s|$)|\s*:(?=\s|$)|\s+[-–—]+(?=\s|$)|[-–—]+(?=\s))\s*")
 _TRAILING = re.compile(rf"(?:\s*{_MARKER})+\s*$")
 _PLACEHOLDERS = {"story", "p?", "us?", "story?", "id", "usx"}
 
@@ -83,7 +85,7 @@ def read_head(text: str) -> Head:
 
 def _tag(head: Head, tag: str) -> None:
     tag = tag.strip()
-    story = re.fullmatch(r"(?:US|Story)\s*-?\s*(\d+)", tag, re.I)
+    story = re.fullmatch(r"(?:US|Story)\s*-?\s*(\d+(?:\.\d+)*)", tag, re.I)
     if tag.upper() == "P":
         head.parallel = True
     elif story:

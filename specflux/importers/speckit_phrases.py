@@ -1,6 +1,8 @@
 """spec-kit: the task ids a piece of text names, and what it says about order.
 
-Ids are `T001`, `T-001`, `T005.1`, `T023a`; a range is `T006-T012`, `T006..T012`, `T006 to T012`.
+Ids are `T001`, `T-001`, `T005.1`, `T023a`, `T068A`, `T-HF01` (a letter prefix after a hyphen); a
+range is `T006-T012`, `T006..T012`, `T006 to T012`. An id stands apart from letters and digits
+around it, not from other scripts (`（依赖T031）`).
 A task's own text states what it waits on after a keyword (`depends on T006`, `after T003`,
 `needs T020`); a dependency section states it in sentences (`T014 blocks T019`,
 `T001 → T002 → (T003, T004)`, `After T010: T011, T012`).
@@ -11,15 +13,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-ID = r"[Tt]-?\d+(?:\.\d+)*[a-z]?"  # `t005` too: see `normal`
-ID_ANYWHERE = re.compile(rf"(?<![\w-])({ID})(?![\w])")
-RANGE = re.compile(rf"(?<![\w-])({ID})\s*(?:-|–|—|\.\.|\bto\b|\bthrough\b|\bthru\b)\s*({ID})(?![\w])")
+ID = r"[Tt](?:-[A-Z]{1,4}-?|-)?\d+(?:\.\d+)*[a-zA-Z]?"  # `t005` too: see `normal`
+_BEFORE, _AFTER = r"(?<![A-Za-z0-9_-])", r"(?![A-Za-z0-9_])"
+ID_ANYWHERE = re.compile(rf"{_BEFORE}({ID}){_AFTER}")
+RANGE = re.compile(rf"{_BEFORE}({ID})\s*(?:-|–|—|\.\.|\bto\b|\bthrough\b|\bthru\b)\s*({ID}){_AFTER}")
 _NEEDS = r"depends\s+on|depend\s+on|dependent\s+on|requires|require|needs|after|blocked\s+by|waits?\s+for|once"
+_NEEDS_CJK = r"依赖于|依赖|取决于"  # "depends on": no word boundary between these and an id
 _BLOCKS = r"blocks|unblocks|before|precedes"
-_INLINE_KEYWORD = re.compile(rf"\b(?:{_NEEDS})\b", re.I)
-_SECTION_KEYWORD = re.compile(rf"\b(?:(?P<needs>{_NEEDS})|(?P<blocks>{_BLOCKS}))\b", re.I)
+_INLINE_KEYWORD = re.compile(rf"\b(?:{_NEEDS})\b|{_NEEDS_CJK}", re.I)
+_SECTION_KEYWORD = re.compile(rf"\b(?:(?P<needs>{_NEEDS})|(?P<blocks>{_BLOCKS}))\b|(?P<cjk>{_NEEDS_CJK})", re.I)
 _ARROW = re.compile(r"\s*(?:→|⟶|->|=>|⇒)\s*")
-_CLAUSE_END = re.compile(r";|\.(?=\s|$)|\bbut\b", re.I)
+# a clause ends at `;`, a full stop, or a word that turns to another subject ("... are parallel
+# except T004 depends on T001-T003": only T004 waits)
+_CLAUSE_END = re.compile(r"[;；。]|\.(?=\s|$)|\b(?:but|except|while|whereas|however)\b", re.I)
 
 
 @dataclass
@@ -74,7 +80,7 @@ def _clause(clause: str, line: int) -> list[Statement]:
         dependents, prerequisites = flat(ids(spans[0])), subject
     else:  # "T013 can run with T014 after T012", "T005 and T006 once T003 is done"
         dependents = subject
-        prerequisites = [x for k, span in zip(keywords, spans) if k.group("needs") for x in flat(ids(span))]
+        prerequisites = [x for k, span in zip(keywords, spans) if not k.group("blocks") for x in flat(ids(span))]
         if not subject and ":" in spans[0]:  # "After T010: T011, T012 in parallel"
             before, after = spans[0].split(":", 1)
             dependents, prerequisites = flat(ids(after)), flat(ids(before))
@@ -92,7 +98,7 @@ def inline(text: str) -> list[str]:
     out: list[str] = []
     for m in _INLINE_KEYWORD.finditer(text):
         span = text[m.end():]
-        stop = re.search(rf"[);]|\.(?=\s|$)|\b(?:{_NEEDS}|{_BLOCKS})\b", span, re.I)
+        stop = re.search(rf"[);）；。]|\.(?=\s|$)|\b(?:{_NEEDS}|{_BLOCKS})\b|{_NEEDS_CJK}", span, re.I)
         out += flat(ids(span[: stop.start()] if stop else span))
     return out
 
@@ -103,11 +109,14 @@ def normal(written: str) -> str:
 
 
 def key(task_id: str) -> tuple:
-    """Order of ids: `T5` < `T005.1` < `T023a` < `T023b`; `T001-2` (a second T001) after `T001`."""
-    m = re.fullmatch(r"[Tt]-?(\d+(?:\.\d+)*)([a-z]?)(?:-(\d+))?", task_id)
+    """Order of ids: `T5` < `T005.1` < `T023a` < `T023A` < `T023b`; `T-HF01` < `T-HF02`, apart from
+    the ids without a prefix; `T001-2` (a second T001) after `T001`."""
+    m = re.fullmatch(r"[Tt](?:-([A-Z]{1,4})-?|-)?(\d+(?:\.\d+)*)([a-zA-Z]?)(?:-(\d+))?", task_id)
     if not m:
-        return ((), task_id, 0)
-    return (tuple(int(n) for n in m.group(1).split(".")), m.group(2), int(m.group(3) or 0))
+        return ("", (), task_id, 0)
+    suffix = m.group(3)
+    return (m.group(1) or "", tuple(int(n) for n in m.group(2).split(".")), (suffix.lower(), suffix),
+            int(m.group(4) or 0))
 
 
 def resolve(raw: str, known: dict) -> list[str] | None:

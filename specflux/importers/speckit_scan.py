@@ -74,11 +74,15 @@ class Scan:
     placeholders: list[tuple[int, str]] = field(default_factory=list)
     idless_in_task_sections: list[int] = field(default_factory=list)
     file_status_done: bool = False
+    lines: list[Line] = field(default_factory=list)  # every line, what is not content marked
 
 
 def scan_file(text: str) -> Scan:
     """The candidates, statements and fields of a `tasks.md` (no disk access)."""
-    return _scan(_lines(text))
+    lines = _lines(text)
+    scan = _scan(lines)
+    scan.lines = lines
+    return scan
 
 
 # ----------------------------------------------------------------------------------- lines

@@ -38,15 +38,19 @@ STATUSES = {
     "review": "review",
     "done": "complete",
     "completed": "complete",
-    "deferred": "pending",  # postponed, not given up: it stays to do
     "blocked": "blocked",
-    "cancelled": "blocked",  # not to be done, and not done: nothing should run it or count it as met
 }
+# Taskmaster statuses with no equivalent: not ready work (Taskmaster's `next` skips them), not done.
+# They import as blocked, each with a warning that names it; so does a status Taskmaster does not know.
+NO_EQUIVALENT = ("cancelled", "canceled", "deferred")
+# keys a draft's fields take; every other key of a task is kept under metadata["taskmaster"]
+_MAPPED = ("id", "title", "description", "details", "status", "priority", "dependencies", "subtasks", "assignee",
+           "acceptanceCriteria", "testStrategy")
 EXACT_STATUSES = ("pending", "in-progress", "review", "done", "blocked")
 PRIORITIES = {"high": 1, "medium": 3, "low": 5}
 
 _ID_KEY = re.compile(r'(?<!\\)"id"\s*:')
-_BULLET = re.compile(r"\s*(?:[-*+•]|\d+[.)]|\[[ xX]\])\s+")
+_MARKER = re.compile(r"\s*(?:(?:[-*+•]|\d+[.)])\s+(?:\[[ xX]\]\s+)?|\[[ xX]\]\s+)")  # a line's own, at its start
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9`\"'(\[])")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|vs|cf|etc)\.$", re.IGNORECASE)
 
@@ -234,8 +238,15 @@ def _draft(entry: _Entry, tag: str, entries: dict[str, _Entry], path: str, warni
         metadata["parent"] = entry.parent.task_id
     if _text(obj.get("assignee")):
         metadata["assignee"] = [_text(obj.get("assignee"))]
+    extra = {str(k): v for k, v in obj.items() if k not in _MAPPED}  # what no field took, as written
+    if "acceptanceCriteria" in obj and _criteria({"acceptanceCriteria": obj["acceptanceCriteria"]}):
+        extra.pop("acceptanceCriteria", None)
+    elif "testStrategy" in obj:
+        extra.pop("testStrategy", None)
     if _text(obj.get("status")) and _text(obj.get("status")).casefold() not in EXACT_STATUSES:
-        metadata["taskmaster"] = {"status": _text(obj.get("status"))}  # the mapping lost something: keep the fact
+        extra["status"] = _text(obj.get("status"))  # the mapping lost something: keep the fact
+    if extra:
+        metadata["taskmaster"] = extra
     return TaskDraft(
         task_id=entry.task_id,
         title=title,
@@ -279,9 +290,10 @@ def _status(raw: Any, entry: _Entry, path: str, warnings: list[ImportWarning]) -
         return "pending"  # Taskmaster's default
     mapped = STATUSES.get(written.casefold())
     if mapped is None:
+        known = "" if written.casefold() in NO_EQUIVALENT else " not known to Taskmaster and"
         warnings.append(ImportWarning(
-            path, entry.line, f"task {entry.task_id}: status {written!r} not known; imported as pending"))
-        return "pending"
+            path, entry.line, f"task {entry.task_id}: status {written!r}{known} has no equivalent; imported as blocked"))
+        return "blocked"
     return mapped
 
 
@@ -309,7 +321,7 @@ def _criteria(obj: dict[str, Any]) -> list[str]:
 
 def split_criteria(text: str) -> list[str]:
     """One criterion per line (list markers dropped), or per sentence when the text is one paragraph."""
-    lines = [_BULLET.sub("", line, count=1).strip() for line in text.split("\n")]
+    lines = [_unmarked(line) for line in text.split("\n")]
     lines = [line for line in lines if line]
     if len(lines) != 1:
         return lines
@@ -320,6 +332,13 @@ def split_criteria(text: str) -> list[str]:
         else:
             sentences.append(part)
     return [s.strip() for s in sentences if s.strip()]
+
+
+def _unmarked(line: str) -> str:
+    """`line` without its own list marker (`- `, `1. `, `• `, `[x] `) at its start; nothing in its
+    middle changes (`Python 3.12+ is active`, `cargo run -- --help` stay as written)."""
+    m = _MARKER.match(line)
+    return (line[m.end():] if m else line).strip()
 
 
 def _requirements(obj: dict[str, Any], title: str) -> str:

@@ -15,6 +15,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from specflux.base.crashpoint import crash_point
+from specflux.importers.harness import PASSING
 
 _BOX = re.compile(r"\[ \]")
 
@@ -37,9 +38,11 @@ def tick_tasks_md(text: str, line: int, task_id: str) -> str | None:
     return "".join(lines)
 
 
-def pass_feature(text: str, feature: Any) -> str | None:
-    """`text` with `"passes": false` of the feature set to true. `feature` is its index in the
-    features list, or its `id`; only the characters of that one value change."""
+def pass_feature(text: str, feature: Any, field: str | None = None) -> str | None:
+    """`text` with `"passes": false` of the feature set to true (or, where the list says
+    `"state": "failing"` instead, `field` "state", that value set to the word the file uses for
+    passing, else "passing"). `feature` is its index in the features list, or its `id`; only the
+    characters of that one value change."""
     data = json.loads(text)
     features = data if isinstance(data, list) else data.get("features") if isinstance(data, dict) else None
     if not isinstance(features, list):
@@ -48,6 +51,8 @@ def pass_feature(text: str, feature: Any) -> str | None:
         (i for i, f in enumerate(features) if isinstance(f, dict) and str(f.get("id")) == str(feature)), None)
     if index is None or not 0 <= index < len(features):
         return None
+    if field:
+        return _set_state(text, data, features, index, field)
     if features[index].get("passes") is True:
         return text
     start, end = _span_of_element(text, data, index)
@@ -56,6 +61,22 @@ def pass_feature(text: str, feature: Any) -> str | None:
         return None
     at = start + m.start() + len(m.group(1))
     return text[:at] + "true" + text[at + len("false"):]
+
+
+def _set_state(text: str, data: Any, features: list, index: int, field: str) -> str | None:
+    value = features[index].get(field)
+    if not isinstance(value, str):
+        return None
+    if value.strip().casefold() in PASSING:
+        return text
+    used = [f.get(field) for f in features if isinstance(f, dict) and isinstance(f.get(field), str)]
+    word = next((u for u in used if u.strip().casefold() in PASSING), "passing")
+    start, end = _span_of_element(text, data, index)
+    m = re.search(rf'("{re.escape(field)}"\s*:\s*)("(?:[^"\\]|\\.)*")', text[start:end])
+    if m is None or json.loads(m.group(2)) != value:
+        return None
+    at = start + m.start(2)
+    return text[:at] + json.dumps(word, ensure_ascii=False) + text[at + len(m.group(2)):]
 
 
 def _span_of_element(text: str, data: Any, index: int) -> tuple[int, int]:
@@ -96,7 +117,7 @@ def pass_harness(source: Mapping[str, Any], task_id: str, read: Callable[[str], 
 
     def passed(text: str) -> str | None:
         try:
-            return pass_feature(text, source.get("index", source.get("id")))
+            return pass_feature(text, source.get("index", source.get("id")), source.get("field"))
         except (ValueError, KeyError, IndexError):
             return None
 

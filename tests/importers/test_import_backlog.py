@@ -89,8 +89,9 @@ def test_back_355_02_done_subtask_all_ticked():
     assert draft.status == "complete"
     assert len(draft.criteria) == 6 and draft.checked == [True] * 6
     assert draft.criteria[5] == "CLI help text documents the --type flag"
-    assert draft.requirements == ("Extend CLI commands to support the type field, allowing users to specify and "
-                                  "modify task types from the command line.")
+    assert draft.requirements.startswith("Extend CLI commands to support the type field, allowing users to specify "
+                                         "and modify task types from the command line.\n\nFrom the source (")
+    assert "\n## Implementation Notes\n" in draft.requirements, "the rest of the file is kept verbatim"
     assert draft.metadata["parent"] == "BACK-355"
     assert draft.metadata["assignee"] == ["@codex-types-cli"]
     assert draft.metadata["labels"] == ["cli"]
@@ -125,7 +126,7 @@ def test_hand_edited_ariadne_file_imports_without_raising():
     assert draft.criteria == ["Split SymbolReference into specific reference types"]
     assert draft.checked == [False]
     assert draft.requirements.startswith("Split the monolithic `SymbolReference` interface")
-    assert draft.requirements.endswith("compile-time guarantees through discriminated unions.")
+    assert "compile-time guarantees through discriminated unions.\n\nFrom the source (" in draft.requirements
     assert messages(result) == [
         f"tasks/{ARIADNE}:45: 14 sub-task(s) written as headings (task-152.1 ... task-152.14) not imported; "
         "Backlog.md keeps each sub-task in its own file"
@@ -140,13 +141,17 @@ def test_fixture_folder_ids_statuses_ticks_and_dependencies():
                                                   "task-3"], "a second file with a taken id is imported too"
     drafts = by_id(result)
     assert {i: d.status for i, d in drafts.items()} == {
-        "task-7": "pending", "task-7-2": "pending", "task-196": "in_progress", "task-196.1": "pending", "task-196.2": "pending",
+        "task-7": "pending", "task-7-2": "pending", "task-196": "in_progress", "task-196.1": "pending", "task-196.2": "blocked",
         "task-3": "complete",
     }
     parent = drafts["task-196"]
     assert parent.criteria == ["Export writes one row per task", "Columns follow the order of `task list --plain`"]
     assert parent.checked == [True, False]
-    assert parent.requirements == "Add `backlog task export --csv` so tasks can be opened in a spreadsheet."
+    assert parent.requirements == (
+        "Add `backlog task export --csv` so tasks can be opened in a spreadsheet.\n\n"
+        "From the source (tasks/task-196 - Export-tasks-as-CSV.md, lines 28-32), kept verbatim:\n\n"
+        "```markdown\n## Implementation Plan\n\n<!-- SECTION:PLAN:BEGIN -->\n1. Reuse the plain formatter.\n"
+        "<!-- SECTION:PLAN:END -->\n```") and parent.kept == 4
     assert parent.metadata["priority"] == 1 and parent.metadata["assignee"] == ["@alice"]
 
     sub = drafts["task-196.1"]
@@ -177,7 +182,8 @@ def test_fixture_folder_warnings_are_located():
     assert messages(result) == [
         "backlog/tasks/task-7 - Written-again.md:2: id TASK-7 is also the id of backlog/tasks/task-7 - Hand-written-task.md; "
         "this file is imported as task-7-2",
-        "backlog/tasks/task-196.2 - Write-export-docs.md:4: custom status 'QA' imported as pending",
+        "backlog/tasks/task-196.2 - Write-export-docs.md:4: status 'QA' (not one of the statuses config.yml declares) "
+        "has no equivalent; imported as blocked",
         "backlog/tasks/task-196.1 - Quote-fields-with-commas.md:8: dependency 'task-999' is not an imported task; left out",
     ]
     assert by_id(result)["task-196"].metadata["source"]["path"] == "backlog/tasks/task-196 - Export-tasks-as-CSV.md"

@@ -12,7 +12,7 @@ from specflux.importers.apply import read_source
 
 # a list item or paragraph whose head is an id, with or without a checkbox, markers or bold in front
 LOOKS_LIKE_A_TASK = re.compile(
-    r"^\s{0,3}(?:(?:[-*+]|\d+[.)])\s+)?(?:\[.\]\s+)?(?:\[[^\]]{1,12}\]\s*)*(?:\*\*|__)?([Tt]-?\d+(?:\.\d+)*[a-z]?)"
+    r"^\s{0,3}(?:(?:[-*+]|\d+[.)])\s+)?(?:\[.\]\s+)?(?:\[[^\]]{1,12}\]\s*)*(?:\*\*|__)?([Tt](?:-[A-Z]{1,4}-?|-)?\d+(?:\.\d+)*[a-zA-Z]?)"
     r"(?:\*\*|__)?(?:[:.)]?\s|\s*[-–—]\s|$)")
 MARKER = re.compile(r"\[\s*(?:P|US\s*-?\d+|Story(?:\s*-?\s*\d+)?|P\?)\s*\]", re.I)
 BACKLOG = ("backlog-md", "ariadne")  # the corpus's Backlog.md task files (`<repo>__<file name>`)

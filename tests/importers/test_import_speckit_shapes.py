@@ -129,16 +129,15 @@ def test_lower_case_ids_are_tasks_and_write_back_finds_their_line():
     assert ticked.splitlines()[2].startswith("- [x] t005 [P]")
 
 
-def test_an_id_written_twice_is_imported_under_a_new_id_and_importing_again_is_the_same():
+def test_an_id_written_again_with_other_text_is_a_warning_and_importing_again_is_the_same():
     text = ("- [ ] T001 Create the project\n"
             "- [ ] t001 Create the CI workflow\n"
             "- [ ] T001 Write the licence\n")
     result = parse(text, "tasks.md")
-    assert [(d.task_id, d.title) for d in result.drafts] == [
-        ("T001", "Create the project"), ("T001-2", "Create the CI workflow"), ("T001-3", "Write the licence")]
+    assert [(d.task_id, d.title) for d in result.drafts] == [("T001", "Create the project")]
     assert messages(result) == [
-        "tasks.md:2: t001 is listed twice (first on line 1); imported as T001-2",
-        "tasks.md:3: T001 is listed twice (first on line 1); imported as T001-3",
+        "tasks.md:2: t001 is listed again with other text (first on line 1); not imported: T001 is line 1's task",
+        "tasks.md:3: T001 is listed again with other text (first on line 1); not imported: T001 is line 1's task",
     ]
     assert parse(text, "tasks.md") == result
 

@@ -42,7 +42,7 @@ def test_legacy_file_with_mixed_id_types():
     assert drafts["3"].dependencies == ["2", "2.2"]
     assert drafts["3.1"].dependencies == ["2.1"]  # dotted: a subtask of another task
     assert {i: d.status for i, d in drafts.items()} == {
-        "1": "complete", "2": "in_progress", "2.1": "complete", "2.2": "pending", "3": "pending", "3.1": "pending",
+        "1": "complete", "2": "in_progress", "2.1": "complete", "2.2": "pending", "3": "blocked", "3.1": "pending",
     }
     assert drafts["3"].metadata["taskmaster"] == {"status": "deferred"}
     assert {i: d.metadata.get("priority") for i, d in drafts.items()} == {
@@ -51,7 +51,9 @@ def test_legacy_file_with_mixed_id_types():
     assert drafts["2.1"].metadata["parent"] == "2" and "parent" not in drafts["2"].metadata
     assert all(d.metadata["tag"] == "master" for d in result.drafts)
     assert drafts["2.2"].metadata["source"] == {"path": ".taskmaster/tasks/tasks.json", "id": "2.2"}
-    assert messages(result) == [".taskmaster/tasks/tasks.json:50: task 3: dependency 7 is not a task of this tag; left out"]
+    assert messages(result) == [
+        ".taskmaster/tasks/tasks.json:50: task 3: status 'deferred' has no equivalent; imported as blocked",
+        ".taskmaster/tasks/tasks.json:50: task 3: dependency 7 is not a task of this tag; left out"]
 
 
 def test_legacy_criteria_requirements_and_lines():
@@ -98,13 +100,15 @@ def test_tagged_statuses_and_the_unmapped_one():
     assert statuses["2"] == "review"
     assert statuses["2.2"] == "blocked"
     assert statuses["3"] == "blocked"  # cancelled
-    assert statuses["4"] == "pending"  # needs-design: not a Taskmaster status
+    assert statuses["4"] == "blocked"  # needs-design: not a Taskmaster status
     assert statuses["feature-auth.1"] == "in_progress"
     drafts = by_id(result)
     assert drafts["3"].metadata["taskmaster"] == {"status": "cancelled"}
     assert drafts["4"].metadata["taskmaster"] == {"status": "needs-design"}
     assert "taskmaster" not in drafts["2"].metadata
-    assert messages(result) == ["tasks.json:85: task 4: status 'needs-design' not known; imported as pending"]
+    assert [m for m in messages(result) if "status" in m] == [
+        "tasks.json:72: task 3: status 'cancelled' has no equivalent; imported as blocked",
+        "tasks.json:85: task 4: status 'needs-design' not known to Taskmaster and has no equivalent; imported as blocked"]
 
 
 def test_same_text_same_drafts():
