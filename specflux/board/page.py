@@ -106,7 +106,7 @@ def layout(graph: Graph) -> dict[str, Any]:
     """A layered drawing of the graph: each task's layer is the length of the longest chain of
     dependencies below it; rows within a layer are ordered by a few barycentre sweeps. Cycles and
     unknown dependencies never stop it (a cycle's closing edge is drawn backwards, in red)."""
-    missing = sorted({d for _, d in graph.unknown()}, key=natural_key)
+    missing = sorted({d for ds in graph.deps.values() for d in ds if d not in graph.deps}, key=natural_key)  # or unreadable
     layer: dict[str, int] = {d: 0 for d in missing}
     for t in graph.order():  # dependencies first; inside a cycle, one edge points backwards
         layer[t] = 1 + max((layer[d] for d in graph.deps[t] if d in layer), default=-1)

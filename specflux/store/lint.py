@@ -42,6 +42,13 @@ def structure_problems(doc: TaskDocument) -> list[Problem]:
         close = "```" if what == "code fence" else "-->"
         out.append(Problem(path, doc.outline.line_of(start), f"this {what} is never closed, so everything after it "
                                                              f"is hidden; close it with {close}"))
+    front = front_matter(doc.text)
+    if front:
+        end, keys = front
+        said = f" (its {', '.join(f'`{k}`' for k in keys[:4])} {'is' if len(keys) == 1 else 'are'} ignored)" if keys else ""
+        out.append(Problem(path, 1, f"YAML front matter (lines 1-{end}) is not read by specflux{said}: a task's fields "
+                                    "live in the JSON block under `## 0. Metadata`; move them there and delete lines "
+                                    f"1-{end}"))
     from specflux.format.line_merge import conflict_lines
 
     for line in conflict_lines(doc.text):
@@ -52,6 +59,18 @@ def structure_problems(doc: TaskDocument) -> list[Problem]:
                            f"a second `{'#' * heading.level} {heading.text}` section: specflux reads only the first "
                            f"(line {doc.outline.line_of(first.start)}); merge the two"))
     return out
+
+
+def front_matter(text: str) -> tuple[int, list[str]] | None:
+    """A YAML front matter block opening the file (`---` ... `---`): its last line and its keys."""
+    lines = text.removeprefix(BOM).splitlines()
+    if not lines or lines[0].rstrip() != "---":
+        return None
+    for n, line in enumerate(lines[1:], 2):
+        if line.rstrip() in ("---", "..."):
+            keys = [k.split(":", 1)[0].strip() for k in lines[1:n - 1] if ":" in k and not k[:1].isspace()]
+            return n, keys
+    return None
 
 
 def lint_document(doc: TaskDocument, file_id: str | None, cfg: ArchiveConfig) -> list[Problem]:
