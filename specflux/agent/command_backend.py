@@ -93,6 +93,9 @@ class _BudgetPassed(Exception):
     pass
 
 
+CLOSED_OUTPUT = "its output closed (the program reading it, such as `head`, exited)"
+
+
 def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper, prefix: str = "") -> None:
     """Copy `source` line by line to `sink` (the user's terminal), each line after `prefix`,
     keeping what `keep` keeps (without the prefix)."""
@@ -100,8 +103,14 @@ def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper, prefix: str = 
         line = raw.decode("utf-8", errors="replace")
         keep.append(line)
         if sink is not None:
-            sink.write(prefix + line if prefix else line)
-            sink.flush()
+            try:
+                sink.write(prefix + line if prefix else line)
+                sink.flush()
+            except OSError:  # the output closed (`| head`): the run pauses, saying so; the agent's lines are kept
+                from specflux.base.interrupts import hang_up
+
+                hang_up(CLOSED_OUTPUT)
+                sink = None
     source.close()
 
 

@@ -50,7 +50,7 @@ def gather(manager: "TaskStateManager", cache: dict[str, Any] | None = None) -> 
         (broken if "error" in entry else tasks).append(entry)
     tasks = [dict(t) for t in tasks]  # copies: the cached ones stay as parsed
     graph = Graph({t["id"]: t["dependencies"] for t in tasks}, {t["id"]: t["status"] for t in tasks},
-                  {t["id"]: t["title"] for t in tasks})
+                  {t["id"]: t["title"] for t in tasks}, unreadable={b["id"] for b in broken})
     problems = [b["text"] for b in broken] + graph.problems()
     for task in tasks:
         task["dependents"] = []
@@ -364,7 +364,7 @@ def serve(manager: "TaskStateManager", host: str, port: int, out: Path | None = 
     try:
         server = Server((host, port), _handler(board))
     except OSError as e:
-        raise UsageError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
+        raise SpecfluxError(f"cannot serve on {host}:{port}: {e.strerror or e} (another --port?)") from None
     bound = server.server_address[1]
     shown = f"[{host}]" if ":" in host else host
     try:

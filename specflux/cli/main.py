@@ -79,8 +79,15 @@ def run() -> None:
             interrupts.pressed = True
             raise KeyboardInterrupt
 
+    def on_hangup(signum, frame):  # the terminal closed: interrupted as by Ctrl-C, saying why
+        from specflux.base import interrupts
+
+        interrupts.hang_up("its terminal closed (SIGHUP)", ("stdout", "stderr"))
+
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started ignoring it (nohup, &): keep that
         signal.signal(signal.SIGINT, on_interrupt)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup: keep ignoring it
+        signal.signal(signal.SIGHUP, on_hangup)
     code = main()
     if interrupted:  # Python's exit puts back the default handler: a later Ctrl-C would kill it then
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -83,6 +83,8 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("--dep", action="append", metavar="ID", help="a task this one depends on (repeatable)")
     s.add_argument("--req", metavar="TEXT", help="requirements, 2-5 sentences")
     s.add_argument("--ac", action="append", metavar="TEXT", help="an acceptance criterion (repeatable)")
+    s.add_argument("--force", action="store_true", help="accept a --dep on a task that does not exist yet (`lint` and "
+                   "`ready` name it until it does)")
 
     s = cmd("list", "one row per task: id, status, criteria done/total, sessions, size, dependencies, title")
     s.add_argument("--status", choices=[*STATUSES, "broken"], metavar="STATUS",

@@ -38,7 +38,9 @@ def cmd_new(args) -> int:
     from specflux.store.workspace import check_id
 
     manager = open_manager(args.root)
-    refuse_unknown(manager, [check_id(d) for d in args.dep or []])
+    if not args.force:  # a task that waits on one not written yet: --force (lint and ready name it meanwhile)
+        own = check_id(args.id) if args.id else None
+        refuse_unknown(manager, [d for d in map(check_id, args.dep or []) if d != own])
     outcome = manager.create(
         args.title,
         task_id=args.id,

@@ -42,13 +42,6 @@ def structure_problems(doc: TaskDocument) -> list[Problem]:
         close = "```" if what == "code fence" else "-->"
         out.append(Problem(path, doc.outline.line_of(start), f"this {what} is never closed, so everything after it "
                                                              f"is hidden; close it with {close}"))
-    front = front_matter(doc.text)
-    if front:
-        end, keys = front
-        said = f" (its {', '.join(f'`{k}`' for k in keys[:4])} {'is' if len(keys) == 1 else 'are'} ignored)" if keys else ""
-        out.append(Problem(path, 1, f"YAML front matter (lines 1-{end}) is not read by specflux{said}: a task's fields "
-                                    "live in the JSON block under `## 0. Metadata`; move them there and delete lines "
-                                    f"1-{end}"))
     from specflux.format.line_merge import conflict_lines
 
     for line in conflict_lines(doc.text):
@@ -59,6 +52,19 @@ def structure_problems(doc: TaskDocument) -> list[Problem]:
                            f"a second `{'#' * heading.level} {heading.text}` section: specflux reads only the first "
                            f"(line {doc.outline.line_of(first.start)}); merge the two"))
     return out
+
+
+def front_matter_problems(doc: TaskDocument) -> list[Problem]:
+    """YAML front matter opening the file, which specflux does not read (`lint` only: a session
+    leaving the front matter it found is no session breaking the file)."""
+    front = front_matter(doc.text)
+    if not front:
+        return []
+    end, keys = front
+    said = f" (its {', '.join(f'`{k}`' for k in keys[:4])} {'is' if len(keys) == 1 else 'are'} ignored)" if keys else ""
+    return [Problem(doc.path or "<text>", 1, f"YAML front matter (lines 1-{end}) is not read by specflux{said}: a "
+                    "task's fields live in the JSON block under `## 0. Metadata`; move them there and delete lines "
+                    f"1-{end}")]
 
 
 def front_matter(text: str) -> tuple[int, list[str]] | None:
@@ -136,7 +142,7 @@ def lint_workspace(ws: Workspace, paths: Iterable[Path] = ()) -> list[Problem]:
         except SpecfluxError as e:
             problems.append(Problem(rel, e.line, e.message))
             continue
-        problems += lint_document(doc, m.group(1) if m else None, cfg)
+        problems += front_matter_problems(doc) + lint_document(doc, m.group(1) if m else None, cfg)
         if m and _parses(doc):
             docs[m.group(1)] = doc
     problems += _graph_problems(ws, docs)
