@@ -163,6 +163,15 @@ def test_a_run_that_fails_says_in_its_last_line_why_and_what_to_do(project):
     assert f"`specflux flow log {run_id}`" in last and "`specflux flow start 1`" in last
 
 
+def test_rerunning_a_task_whose_run_failed_after_its_work_was_committed_is_no_no_change(project):
+    first = sf(project, "flow", "start", "1", *agent_args(project), "--max-iterations", "1", code=1)
+    assert "failed (max_iterations)" in first.stdout  # the coder's work is committed; no review came
+    assert git(project, "log", "-1", "--format=%s", "--", "work-1.txt").startswith("task 1: session 1")
+    again = sf(project, "flow", "start", "1", *agent_args(project))  # the agent finds the work done
+    assert "no change" not in again.stdout + again.stderr
+    assert state(project)["status"] == "completed" and state(project)["taskAttempts"] == {"1": 1}
+
+
 # --------------------------------------------------------------------- accidents
 
 
