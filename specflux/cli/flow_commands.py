@@ -201,6 +201,9 @@ def _plan_first(manager, args) -> list[str]:
     s = result.summary
     _say(f"planned {s['totalTasks']} task(s) from {result.prd} ({s['estimatedComplexity']}): "
          f"{', '.join(result.created)}")
+    if manager.git is not None and result.created:  # committed, as the run needs its task files to be
+        manager.git.commit([manager.path(t) for t in result.created], f"plan: {len(result.created)} task(s) from "
+                           f"{result.prd}", {"Specflux-Role": "planner"})
     return result.created
 
 

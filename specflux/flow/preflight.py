@@ -34,6 +34,8 @@ def check_start(manager: "TaskStateManager", graph: "Graph", chosen: list[str], 
     held = Holds(manager.ws).held({*chosen, *(d for t in chosen for d in graph.deps.get(t, []))})
     check_dependencies(graph, chosen, held)
     check_committed(manager, [t for t in chosen if t not in held])  # a held one: its run's refusal says it
+    for line in paused_elsewhere(manager, [t for t in chosen if t not in held]):
+        say(line)
     return chosen
 
 
@@ -102,6 +104,25 @@ def _upstream(graph: "Graph", tasks: list[str]) -> list[str]:
         wanted.add(t)
         stack += graph.deps.get(t, [])
     return [t for t in graph.order() if t in wanted]
+
+
+def paused_elsewhere(manager: "TaskStateManager", chosen: list[str], recent: int = 20) -> list[str]:
+    """A note for each recent run, paused (or left running by a crash), that has chosen tasks not
+    done: `flow resume` would go on with them where they were; a new run starts them afresh."""
+    from specflux.flow.record.run import Run
+
+    said = []
+    for run_id in reversed(Run.ids(manager.ws)[-recent:]):
+        state = Run(manager.ws, run_id).state()
+        if state.get("status") not in ("paused", "running"):
+            continue
+        mine = [t["id"] for t in state.get("tasks") or [] if t["id"] in chosen and t["status"] != "complete"]
+        if mine:
+            why = state.get("failureDetail") or state.get("pausedFor") or "its process ended"
+            said.append(f"task {', '.join(mine)} {'is' if len(mine) == 1 else 'are'} also in run {run_id}, "
+                        f"{state['status']} ({why}): `specflux flow resume {run_id}` goes on with "
+                        f"{'it' if len(mine) == 1 else 'them'} where it was; this new run starts afresh")
+    return said
 
 
 def check_committed(manager: "TaskStateManager", chosen: list[str]) -> None:

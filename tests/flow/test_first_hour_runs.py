@@ -172,6 +172,27 @@ def test_rerunning_a_task_whose_run_failed_after_its_work_was_committed_is_no_no
     assert state(project)["status"] == "completed" and state(project)["taskAttempts"] == {"1": 1}
 
 
+def test_flow_start_prd_in_a_git_repository_commits_the_planned_tasks_then_runs_them(git_repo, api):
+    from specflux.agent.scripted import Reply, call
+
+    sf(git_repo, "init", str(git_repo))
+    (git_repo / "prd.md").write_text("# Notes\n\nA NOTES.md file.\n")
+    git(git_repo, "add", "-A")
+    git(git_repo, "commit", "-q", "-m", "workspace")
+    plan = {"key": "notes", "title": "Write NOTES.md", "requirements": "A notes file.", "dependencies": [],
+            "priority": 2, "complexity": "simple", "acceptance_criteria": ["NOTES.md exists"]}
+    api(Reply(calls=[call("submit_tasks", tasks=[plan])]),
+        Reply(calls=[call("write_file", path="NOTES.md", content="notes\n"), call("check_criterion", index=1)]),
+        Reply(calls=[call("end_session", did=["wrote NOTES.md"], issues="", next="",
+                          chain_output={"summary": "NOTES.md exists"})]),
+        Reply(calls=[call("submit_review", approved=True, issues=[],
+                          criteria_results=[{"criterion": "NOTES.md exists", "met": True}])]))
+    done = sf(git_repo, "flow", "start", "--prd", str(git_repo / "prd.md"))
+    assert "planned 1 task(s)" in done.stderr and "not committed" not in done.stderr
+    assert state(git_repo)["status"] == "completed"
+    assert git(git_repo, "log", "--format=%s").count("plan: 1 task(s) from prd.md") == 1
+
+
 # --------------------------------------------------------------------- accidents
 
 
@@ -207,6 +228,7 @@ def test_a_closed_pipe_pauses_the_run_and_the_next_start_finishes_the_work_alrea
 
     # the next start finds the work done and committed: no "no change", the task completes
     done = sf(project, "flow", "start", "1", *agent_args(project))
+    assert f"task 1 is also in run {run['runId']}, paused" in done.stderr  # said: `flow resume` was the other way
     assert "run completed" in done.stderr and "no change" not in done.stdout + done.stderr
     assert state(project)["tasks"][0]["status"] == "complete"
 
