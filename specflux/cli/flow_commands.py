@@ -150,9 +150,10 @@ def _drive(manager, run, **options) -> int:
     between steps, a closed terminal or pipe, a full disk, an error) leaves it paused, saying why
     and what to do next, never `running` with no process."""
     from specflux.base import interrupts
-    from specflux.base.errors import SpecfluxError
+    from specflux.base.errors import Refused, SpecfluxError
     from specflux.flow import runs
     from specflux.flow.ending import cut_short
+    from specflux.flow.record.events import RunError
 
     try:
         state = runs.drive(manager, run, say=Progress(run), **options)
@@ -160,14 +161,14 @@ def _drive(manager, run, **options) -> int:
         _tell(cut_short(manager, run, interrupts.why or "interrupted (Ctrl-C)")
               or f"interrupted: `specflux flow resume {run.id}` goes on from here")
         return 130
+    except (RunError, UsageError, Refused):
+        raise  # refused before it drove anything (another process drives it, ...): the error says it all
     except (SpecfluxError, OSError) as e:
         why = str(e) if isinstance(e, SpecfluxError) else _os_text(e)
         line = cut_short(manager, run, why)
-        if line is None:  # not left running: refused before it drove anything, or paused (a full disk) first
-            from specflux.flow.record.events import RunError
-
-            if isinstance(e, RunError) or run.state()["status"] != "paused":
-                raise  # another process drives it, the workflow changed, ...: the error says it all
+        if line is None:  # not left running: paused (a full disk) first, or not driven at all
+            if run.state()["status"] != "paused":
+                raise
             line = f"{why}: run {run.id} is paused; `specflux flow resume {run.id}` goes on from here once that is fixed"
         _tell(line)
         return 1

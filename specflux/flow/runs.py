@@ -266,6 +266,9 @@ def _created(run: Run) -> dict[str, Any]:
 
 def _agents_of(run: Run) -> Agents:
     agent = _created(run).get("agent") or {}
+    if agent.get("kind") == "replay":  # started before `flow start` refused it: nothing to replay
+        raise Refused(f"run {run.id} was started with --agent replay, which has no recording to replay; end it "
+                      f"with `specflux flow stop {run.id}` and start again with an agent (see `flow start --help`)")
     return Agents(kind=agent.get("kind", "anthropic"), cmd=agent.get("cmd"), model=agent.get("model"),
                   sandbox=agent.get("sandbox"))
 
