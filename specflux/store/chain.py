@@ -243,8 +243,7 @@ def refuse_unknown(store: TaskStore, deps: Iterable[str]) -> None:
     """Refuse dependencies on tasks that do not exist (`new --dep`, `set --add-dep`)."""
     unknown = [d for d in deps if not store.path(d).is_file()]
     if unknown:
-        raise NotFoundError(f"no task {', '.join(unknown)}: a dependency must be an existing task "
-                            "(see `specflux list`; create it first with `specflux new TITLE`)")
+        raise NotFoundError(f"no task {', '.join(unknown)}: a dependency must be an existing task")
 
 
 def check_new_dependencies(store: TaskStore, task_id: str, new_deps: list[str], current: list[str]) -> None:
