@@ -59,7 +59,7 @@ def make_client(transport: Any = None, api_key: str | None = None, base_url: str
     if client.api_key is None and client.auth_token is None and client.credentials is None:
         client.close()
         raise AgentError("no Anthropic API key: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL to a local "
-                         "stand-in), or use --agent command / --agent replay")
+                         "stand-in), or run an agent CLI (--agent claude, --agent command --cmd CMD)")
     return client
 
 

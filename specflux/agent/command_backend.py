@@ -101,6 +101,9 @@ class _BudgetPassed(Exception):
     pass
 
 
+CLOSED_OUTPUT = "its output closed (the program reading it, such as `head`, exited)"
+
+
 def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper, prefix: str = "") -> None:
     """Copy `source` line by line to `sink` (the user's terminal), each line after `prefix`,
     keeping what `keep` keeps (without the prefix)."""
@@ -111,7 +114,10 @@ def _pump(source: IO[bytes], sink: IO[str] | None, keep: _Keeper, prefix: str = 
             try:
                 sink.write(prefix + line if prefix else line)
                 sink.flush()
-            except (OSError, ValueError):  # the terminal went away: go on reading, or the agent blocks
+            except (OSError, ValueError):  # the output closed (`| head`, a terminal gone): the run pauses, saying
+                from specflux.base.interrupts import hang_up  # so; reading goes on, or the agent would block
+
+                hang_up(CLOSED_OUTPUT)
                 sink = None
     source.close()
 

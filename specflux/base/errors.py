@@ -8,7 +8,8 @@ from pathlib import Path
 class SpecfluxError(Exception):
     """A problem with the user's data or environment, printed as `path:line: message`.
 
-    `exit_code` is 1 for a problem with the data, 2 for a usage mistake.
+    `exit_code` follows one rule (docs/first-hour.md): 1 the data or a run said no, 2 a usage
+    mistake (an unknown command or option, a bad value, arguments that do not go together).
     """
 
     exit_code = 1
@@ -41,6 +42,11 @@ class UsageError(SpecfluxError):
     """The command was asked for something that does not make sense."""
 
     exit_code = 2
+
+
+class Refused(SpecfluxError):
+    """The command makes sense, but the data or a run says no (a task complete already, a dependency
+    not done, a task held by another run): exit 1, with what to do instead."""
 
 
 class NotFoundError(SpecfluxError):

@@ -121,6 +121,13 @@ def decode(data: bytes, shown_as: str) -> str:
 class FileSystemError(SpecfluxError):
     """The file system refused a read or a write (permissions, a full disk, a folder in the way)."""
 
+    errno: int | None = None  # the OSError's, where one said it
+
+    @property
+    def out_of_space(self) -> bool:
+        """A full disk or a used-up quota: nothing wrong with the work, only with where it goes."""
+        return self.errno in (errno.ENOSPC, errno.EDQUOT)
+
 
 _ADVICE = {
     errno.ENOSPC: "the disk is full; free some space and try again",
@@ -134,10 +141,17 @@ _ADVICE = {
 }
 
 
+def os_advice(e: OSError) -> str:
+    """What an OSError means and what to do, in words (`the disk is full; free some space ...`)."""
+    return _ADVICE.get(e.errno or 0, e.strerror or str(e))
+
+
 def os_error(e: OSError, shown_as: str, doing: str = "write") -> FileSystemError:
     """One sentence for an OSError: what failed, where, and what to do."""
-    advice = _ADVICE.get(e.errno or 0, e.strerror or str(e))
-    return FileSystemError(f"cannot {doing} this file: {advice}", shown_as)
+    advice = os_advice(e)
+    error = FileSystemError(f"cannot {doing} this file: {advice}", shown_as)
+    error.errno = e.errno
+    return error
 
 
 def check_writable(path: Path, shown_as: str) -> None:

@@ -49,7 +49,7 @@ def gather(manager: "TaskStateManager", cache: dict[str, Any] | None = None) -> 
         (broken if "error" in entry else tasks).append(entry)
     tasks = [dict(t) for t in tasks]  # copies: the cached ones stay as parsed
     graph = Graph({t["id"]: t["dependencies"] for t in tasks}, {t["id"]: t["status"] for t in tasks},
-                  {t["id"]: t["title"] for t in tasks})
+                  {t["id"]: t["title"] for t in tasks}, unreadable={b["id"] for b in broken})
     problems = [b["text"] for b in broken] + graph.problems()
     for task in tasks:
         task["dependents"] = []
@@ -111,7 +111,7 @@ def layout(graph: Graph) -> dict[str, Any]:
     """A layered drawing of the graph: each task's layer is the length of the longest chain of
     dependencies below it; rows within a layer are ordered by a few barycentre sweeps. Cycles and
     unknown dependencies never stop it (a cycle's closing edge is drawn backwards, in red)."""
-    missing = sorted({d for _, d in graph.unknown()}, key=natural_key)
+    missing = sorted({d for ds in graph.deps.values() for d in ds if d not in graph.deps}, key=natural_key)  # or unreadable
     layer: dict[str, int] = {d: 0 for d in missing}
     for t in graph.order():  # dependencies first; inside a cycle, one edge points backwards
         layer[t] = 1 + max((layer[d] for d in graph.deps[t] if d in layer), default=-1)

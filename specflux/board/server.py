@@ -264,7 +264,7 @@ def serve(manager: "TaskStateManager", host: str, port: int, out: Path | None = 
     try:
         server = Server((host, port), _handler(room))
     except OSError as e:
-        raise UsageError(f"cannot serve on {host}:{port}: {e.strerror or e}") from None
+        raise SpecfluxError(f"cannot serve on {host}:{port}: {e.strerror or e} (another --port?)") from None
     url = room.bind(host, server.server_address[1])
     stop = threading.Event()
     threading.Thread(target=board.watch, args=(stop,), daemon=True).start()

@@ -24,7 +24,18 @@ def cmd_flow(args) -> int:
 def _say(line: str) -> None:
     from specflux.base.escape import safe
 
-    print(f"[flow] {safe(line)}", file=sys.stderr, flush=True)
+    _progress(f"[flow] {safe(line)}", sys.stderr)
+
+
+def _progress(text: str, stream) -> None:
+    """A progress line; when its stream has closed (`2>&1 | head`), the run pauses saying so."""
+    try:
+        print(text, file=stream, flush=True)
+    except OSError:
+        from specflux.agent.command_backend import CLOSED_OUTPUT
+        from specflux.base.interrupts import hang_up
+
+        hang_up(CLOSED_OUTPUT, ("stdout", "stderr"))
 
 
 class Progress:
@@ -43,7 +54,7 @@ class Progress:
         from specflux.base.escape import safe
 
         if not self.live:
-            print(f"[flow] {safe(line)}", file=self.stream, flush=True)
+            _progress(f"[flow] {safe(line)}", self.stream)
             return
         import time
 
@@ -55,7 +66,7 @@ class Progress:
         tokens = sum(state["metrics"][k] for k in ("inputTokens", "outputTokens"))
         cost = state["metrics"].get("costUsd")
         head = f"{elapsed // 60:02d}:{elapsed % 60:02d} {where} {tokens / 1000:.1f}k tok" + (f" {money(cost)}" if cost else "")
-        print(f"\x1b[2m[{head}]\x1b[0m {safe(line)}", file=self.stream, flush=True)
+        _progress(f"\x1b[2m[{head}]\x1b[0m {safe(line)}", self.stream)
 
 
 def _why(state) -> str | None:
@@ -65,21 +76,30 @@ def _why(state) -> str | None:
 
 
 def _finish(run, state) -> int:
+    """The run's summary on stdout, its last line what to do next when it did not complete; the
+    exit code: 0 completed or waiting (paused, for approval), 1 failed or stopped, 130 interrupted."""
+    from specflux.base import interrupts
+    from specflux.flow.ending import next_step
+
     status = state["status"]
     why = _why(state)
-    print(f"run {run.id}: {status}" + (f" ({why})" if why else ""))
     m = state["metrics"]
-    print(f"  tasks: {m['tasksCompleted']} complete, {m['tasksFailed']} failed of {len(state['tasks'])}; "
-          f"{state['iteration']} step(s), {m['totalAttempts']} coder attempt(s), {m['totalReviews']} review(s); "
-          f"{tokens_text(m)}; cost {cost_text(m)}"
-          + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd") else ""))
-    if status == "paused" and state.get("pausedFor") == "approval":
-        print(f"  waiting for approval: specflux flow approve {run.id}  (or: flow reject {run.id} --note ...)")
-    from specflux.base import interrupts
-
-    if interrupts.pressed and status == "paused":  # Ctrl-C paused it: the shell's code for Ctrl-C
-        print(f"  interrupted: `specflux flow resume {run.id}` goes on from here")
-        return 130
+    lines = [f"run {run.id}: {status}" + (f" ({why})" if why else ""),
+             f"  tasks: {m['tasksCompleted']} complete, {m['tasksFailed']} failed of {len(state['tasks'])}; "
+             f"{state['iteration']} step(s), {m['totalAttempts']} coder attempt(s), {m['totalReviews']} review(s); "
+             f"{tokens_text(m)}; cost {cost_text(m)}"
+             + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd") else "")]
+    interrupted = interrupts.pressed and status == "paused"  # Ctrl-C (or SIGHUP, a closed pipe) paused it
+    if interrupted and not interrupts.why:
+        lines.append(f"  interrupted: `specflux flow resume {run.id}` goes on from here")
+    elif next_step(run, state):
+        lines.append(f"  {next_step(run, state)}")
+    for line in lines:
+        _print(line, pause=False)
+    if interrupts.why and status == "paused":  # stdout may be what closed: said where it can be seen
+        _tell(f"run {run.id} paused: {interrupts.why}; `specflux flow resume {run.id}` goes on from here")
+    if interrupted:
+        return 130  # the shell's code for Ctrl-C
     return 1 if status in ("failed", "user_exit") else 0
 
 
@@ -112,9 +132,65 @@ def flow_start(args) -> int:
     run = runs.start(manager, ids, everything=args.all, workflow=args.workflow, agents=agents,
                      max_iterations=args.max_iterations, token_budget=args.token_budget, budget_usd=args.budget_usd,
                      parallel=args.parallel, say=_say)
-    print(run.id, flush=True)
-    state = runs.drive(manager, run, agents, say=Progress(run))
+    _print(run.id)
+    return _drive(manager, run, agents=agents)
+
+
+def _print(line: str, pause: bool = True) -> None:
+    """A line on stdout; when the program reading it has gone (`| head`), the run pauses saying so
+    (`pause`: while it runs), and stdout goes to /dev/null."""
+    try:
+        print(line, flush=True)
+    except OSError:
+        from specflux.agent.command_backend import CLOSED_OUTPUT
+        from specflux.base import interrupts
+
+        interrupts.hang_up(CLOSED_OUTPUT) if pause else interrupts.silence("stdout")
+
+
+def _drive(manager, run, **options) -> int:
+    """Drive `run` in the foreground and say how it ended; whatever cuts the drive short (Ctrl-C
+    between steps, a closed terminal or pipe, a full disk, an error) leaves it paused, saying why
+    and what to do next, never `running` with no process."""
+    from specflux.base import interrupts
+    from specflux.base.errors import Refused, SpecfluxError
+    from specflux.flow import runs
+    from specflux.flow.ending import cut_short
+    from specflux.flow.record.events import RunError
+
+    try:
+        state = runs.drive(manager, run, say=Progress(run), **options)
+    except KeyboardInterrupt:
+        _tell(cut_short(manager, run, interrupts.why or "interrupted (Ctrl-C)")
+              or f"interrupted: `specflux flow resume {run.id}` goes on from here")
+        return 130
+    except (RunError, UsageError, Refused):
+        raise  # refused before it drove anything (another process drives it, ...): the error says it all
+    except (SpecfluxError, OSError) as e:
+        why = str(e) if isinstance(e, SpecfluxError) else _os_text(e)
+        line = cut_short(manager, run, why)
+        if line is None:  # not left running: paused (a full disk) first, or not driven at all
+            if run.state()["status"] != "paused":
+                raise
+            line = f"{why}: run {run.id} is paused; `specflux flow resume {run.id}` goes on from here once that is fixed"
+        _tell(line)
+        return 1
     return _finish(run, state)
+
+
+def _os_text(e: OSError) -> str:
+    from specflux.base.files import os_advice
+
+    return f"{e.filename}: {os_advice(e)}" if e.filename else os_advice(e)
+
+
+def _tell(line: str) -> None:
+    from specflux.base.escape import safe
+
+    try:
+        print(f"specflux: {safe(line)}", file=sys.stderr, flush=True)
+    except OSError:
+        pass  # the terminal is gone: `flow status` says it
 
 
 def _plan_first(manager, args) -> list[str]:
@@ -129,6 +205,9 @@ def _plan_first(manager, args) -> list[str]:
     s = result.summary
     _say(f"planned {s['totalTasks']} task(s) from {result.prd} ({s['estimatedComplexity']}): "
          f"{', '.join(result.created)}")
+    if manager.git is not None and result.created:  # committed, as the run needs its task files to be
+        manager.git.commit([manager.path(t) for t in result.created], f"plan: {len(result.created)} task(s) from "
+                           f"{result.prd}", {"Specflux-Role": "planner"})
     return result.created
 
 
@@ -144,8 +223,7 @@ def flow_resume(args) -> int:
 
     manager, run = _run(args)
     print(runs.control(run, "resume"), file=sys.stderr)
-    state = runs.drive(manager, run, say=Progress(run), allow_changed_workflow=args.allow_changed_workflow)
-    return _finish(run, state)
+    return _drive(manager, run, allow_changed_workflow=args.allow_changed_workflow)
 
 
 def _control(action):
@@ -155,8 +233,7 @@ def _control(action):
         manager, run = _run(args)
         print(f"run {run.id}: {runs.control(run, action, getattr(args, 'note', None), manager)}")
         if action in ("approve", "reject") and not run.engine_running():
-            state = runs.drive(manager, run, say=Progress(run))
-            return _finish(run, state)
+            return _drive(manager, run)
         return 0
 
     return handler

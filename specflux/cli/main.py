@@ -12,13 +12,13 @@ from specflux.cli import MODULES, find
 from specflux.cli.parser import argv_needs_flow, build_parser
 
 
-def _named_command(argv: Sequence[str]) -> str | None:
-    """The command `argv` runs when that is plain to see (only `--root DIR` before it), else None."""
+def _first_word(argv: Sequence[str]) -> str | None:
+    """The command word of `argv` when that is plain to see (only `--root DIR` before it), else None."""
     i = 0
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("-"):
-            return arg if arg in MODULES else None
+            return arg
         if arg.startswith("--root="):
             i += 1
         elif arg == "--root":
@@ -30,7 +30,10 @@ def _named_command(argv: Sequence[str]) -> str | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(full=argv_needs_flow(argv), only=_named_command(argv))
+    word = _first_word(argv)
+    known = word in MODULES
+    # a word that is no command: every command built, for the choices and a "did you mean"
+    parser = build_parser(full=argv_needs_flow(argv) or (word is not None and not known), only=word if known else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:
@@ -76,8 +79,15 @@ def run() -> None:
             interrupts.pressed = True
             raise KeyboardInterrupt
 
+    def on_hangup(signum, frame):  # the terminal closed: interrupted as by Ctrl-C, saying why
+        from specflux.base import interrupts
+
+        interrupts.hang_up("its terminal closed (SIGHUP)", ("stdout", "stderr"))
+
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started ignoring it (nohup, &): keep that
         signal.signal(signal.SIGINT, on_interrupt)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup: keep ignoring it
+        signal.signal(signal.SIGHUP, on_hangup)
     code = main()
     if interrupted:  # Python's exit puts back the default handler: a later Ctrl-C would kill it then
         signal.signal(signal.SIGINT, signal.SIG_IGN)

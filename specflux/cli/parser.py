@@ -14,6 +14,21 @@ STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")
 AGENTS = ("anthropic", "command", "replay")  # then the presets (agent/presets.py), and [agents.NAME] of config.toml
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with "did you mean" after an invalid choice (`specflux flwo`, `flow strat`)."""
+
+    def error(self, message):
+        import difflib
+        import re
+
+        found = re.match(r"argument .*?: invalid choice: '(.*?)' \(choose from (.*)\)$", message)
+        if found:
+            close = difflib.get_close_matches(found.group(1), re.findall(r"'([^']*)'", found.group(2)), n=1)
+            if close:
+                message += f"; did you mean {close[0]!r}?"
+        super().error(message)
+
+
 class _Unused:
     """Takes the arguments of a command that is not being run (see `build_parser(only=...)`)."""
 
@@ -40,7 +55,7 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     for, so that `specflux list` does not pay for them); with `only`, that command's arguments
     alone (what `main` builds for a command line that names one: argparse spends ~5 ms on the
     arguments of them all)."""
-    p = argparse.ArgumentParser(prog="specflux", description="Markdown task state for coding agents: one file per task.")
+    p = _Parser(prog="specflux", description="Markdown task state for coding agents: one file per task.")
     p.add_argument("--root", help="the folder holding .specflux/ (default: search upwards; or SPECFLUX_ROOT)")
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", help="`specflux COMMAND --help` for its options")
@@ -53,6 +68,8 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
 
     s = cmd("init", "create .specflux/ here (in a git repo or not)")
     s.add_argument("dir", nargs="?", metavar="DIR", help="where to create it (default: the current folder)")
+    s.add_argument("--nested", action="store_true", help="create it even inside another workspace's folder (whose "
+                   "tasks it then hides from the commands run below it)")
 
     s = cmd("new", "create a task from the template; prints its id", """\
   specflux new "Auth API endpoints" --dep 100 --dep 101 --ac "POST /auth/login returns a JWT" \\
@@ -66,6 +83,8 @@ def build_parser(full: bool = True, only: str | None = None) -> argparse.Argumen
     s.add_argument("--dep", action="append", metavar="ID", help="a task this one depends on (repeatable)")
     s.add_argument("--req", metavar="TEXT", help="requirements, 2-5 sentences")
     s.add_argument("--ac", action="append", metavar="TEXT", help="an acceptance criterion (repeatable)")
+    s.add_argument("--force", action="store_true", help="accept a --dep on a task that does not exist yet (`lint` and "
+                   "`ready` name it until it does)")
 
     s = cmd("list", "one row per task: id, status, criteria done/total, sessions, size, dependencies, title")
     s.add_argument("--status", choices=[*STATUSES, "broken"], metavar="STATUS",

@@ -14,16 +14,33 @@ from specflux.surface.tasks import open_manager, refuse_complete_inside_run
 
 @command("init")
 def cmd_init(args) -> int:
+    import shlex
+
+    from specflux.store.setup_check import refuse_nested, uncommitted_setup
     from specflux.store.workspace import Workspace
 
-    ws, created = Workspace.init(Path(args.dir or "."))
+    root = Path(args.dir or ".")
+    if not args.nested and not (root / ".specflux").is_dir():
+        refuse_nested(root)
+    ws, created = Workspace.init(root)
     print(f"{'created' if created else 'already present:'} {ws.dir}")
+    todo = uncommitted_setup(ws.root)
+    if todo:  # a run, a lane and a clone see only what is committed
+        git = f"git -C {shlex.quote(args.dir)}" if args.dir else "git"
+        print(f"next: commit {' and '.join(todo)} ({git} add {' '.join(todo)} && {git} commit -m 'specflux workspace'), "
+              "so that runs, worktrees and clones have them")
     return 0
 
 
 @command("new")
 def cmd_new(args) -> int:
+    from specflux.store.chain import refuse_unknown
+    from specflux.store.workspace import check_id
+
     manager = open_manager(args.root)
+    if not args.force:  # a task that waits on one not written yet: --force (lint and ready name it meanwhile)
+        own = check_id(args.id) if args.id else None
+        refuse_unknown(manager, [d for d in map(check_id, args.dep or []) if d != own])
     outcome = manager.create(
         args.title,
         task_id=args.id,
@@ -61,11 +78,14 @@ def cmd_list(args) -> int:
 def cmd_show(args) -> int:
     from specflux.surface.views import show_text, task_json
 
+    from specflux.store.workspace import check_id
+
+    task_id = check_id(args.id)  # `show '#2'` is task 2
     manager = open_manager(args.root, commit=False)
-    doc = manager.load(args.id)
-    state = doc.to_state(args.id)
+    doc = manager.load(task_id)
+    state = doc.to_state(task_id)
     size = len(doc.text.encode("utf-8"))
-    rel = manager.ws.relative(manager.path(args.id))
+    rel = manager.ws.relative(manager.path(task_id))
     if args.json:
         emit_json(task_json(state, rel, size))
     else:

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
-from specflux.base.errors import UsageError
+from specflux.base.errors import GitError, NotFoundError, SpecfluxError, UsageError
 
 MODEL = "claude-sonnet-5-5"
 DEMO_CONFIG = """\
@@ -157,9 +157,9 @@ def _git(root: Path, *args: str) -> str:
     try:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
     except FileNotFoundError:
-        raise UsageError("the demo needs git, and git is not installed") from None
+        raise NotFoundError("the demo needs git, and git is not installed") from None
     if done.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+        raise GitError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout
 
 
@@ -208,7 +208,7 @@ def run_sessions(manager, backend_for: Callable[[DemoSession], object], say: Cal
         for t in report.wired:
             say(f"    chain output wired into task {t}")
         if report.error:
-            raise UsageError(f"demo session {s.name} failed: {report.error}")
+            raise SpecfluxError(f"demo session {s.name} failed: {report.error}")
     return reports
 
 
@@ -236,10 +236,10 @@ def run_demo(target: Path | None = None, say: Callable[[str], None] = print) -> 
 
     prepare_flow(manager, _git)
     say("A workflow run over two new tasks, #4 -> #5 (coder, the project's tests, reviewer), replayed offline:")
-    state = run_flow(manager, say, flow_recordings())
+    state = run_flow(manager, lambda line: None, flow_recordings())  # its narrative below says each step once
     run = state.pop("_run")
     if state["status"] != "completed":
-        raise UsageError(f"the demo's workflow run ended {state['status']}: {state.get('failureReason')}")
+        raise SpecfluxError(f"the demo's workflow run ended {state['status']}: {state.get('failureReason')}")
     say("")
     say((run.dir / "narrative.md").read_text().rstrip())
     say("")
@@ -250,7 +250,7 @@ def run_demo(target: Path | None = None, say: Callable[[str], None] = print) -> 
     lanes = run_lanes(manager, _git, say)
     lanes.pop("_run")
     if lanes["status"] != "completed":
-        raise UsageError(f"the demo's parallel run ended {lanes['status']}: {lanes.get('failureReason')}")
+        raise SpecfluxError(f"the demo's parallel run ended {lanes['status']}: {lanes.get('failureReason')}")
     redone = conflicted(lanes)
     say("")
     say(list_table(manager.summaries()))
@@ -260,6 +260,7 @@ def run_demo(target: Path | None = None, say: Callable[[str], None] = print) -> 
                   "  aborted, and the workflow gave the task a new attempt on top of the merged branch, told\n"
                   "  about the conflict; that one merged." if redone else
                   " Both merged without a conflict this time (the lanes finished far apart).")
+    program = _program()
     say(f"""
 What happened:
 - Each session read its task file, worked with real tools, and handed over with end_session;
@@ -277,13 +278,29 @@ What happened:
 
 Look around:
   cd {root}
-  specflux show 2
-  specflux log 1
-  specflux context 3
+  {program} show 2
+  {program} log 1
+  {program} context 3
   cat .specflux/archives/task-1-archive.md
-  specflux flow status
-  specflux flow log""")
+  {program} flow status
+  {program} flow log""")
     return 0
+
+
+def _program() -> str:
+    """How to run this specflux from any folder: `specflux` when that is what PATH finds, else the
+    path of the script beside this Python (a virtualenv not activated), else `python -m specflux.cli`."""
+    import shlex
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / "specflux"
+    found = shutil.which("specflux")
+    if found and beside.exists() and Path(found).resolve() == beside.resolve():
+        return "specflux"
+    if beside.exists():
+        return shlex.quote(str(beside))
+    return f"{shlex.quote(sys.executable)} -m specflux.cli"
 
 
 def record(out_dir: Path, say: Callable[[str], None] = print) -> None:

@@ -241,6 +241,9 @@ class Engine:
             self._interrupted(step, watcher.stopped)
             return
         except SpecfluxError as e:
+            if getattr(e, "out_of_space", False):  # a full disk is no failed attempt: paused, resumed once freed
+                self._record({"type": "status", "status": "paused", "pausedFor": "user", "failureDetail": str(e)})
+                return
             result = StepResult("ERROR", None, error=AgentErrorInfo("ERROR", str(e)))
         finally:
             watcher.stop()
@@ -291,8 +294,9 @@ class Engine:
                           "taskId": step.get("taskId"), "status": "ERROR",
                           "error": {"type": "INTERRUPTED", "message": "stopped by `flow stop`"}})
             self._finish("user_exit", None)
-        else:
-            self._record({"type": "status", "status": "paused", "pausedFor": "user"})
+        else:  # Ctrl-C, or what interrupts as it does (the terminal or the output closed): said with the pause
+            from specflux.base.interrupts import why
+            self._record({"type": "status", "status": "paused", "pausedFor": "user", **({"failureDetail": why} if why else {})})
 
     def _finish_step(self, step: dict[str, Any], result: StepResult) -> None:
         tries = self.run.state()["stepTries"].get(step["stepId"], 0)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from specflux.base.errors import UsageError
+from specflux.base.errors import Refused, UsageError
 from specflux.base.files import not_durable
 from specflux.flow.record.events import RunError
 from specflux.flow.steps.roles import Agents
@@ -61,7 +61,7 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
         raise RunError(f"run {run.id} did not start in a git repository with a commit: there is nothing to clone")
     agent = (created.get("agent") or {}).get("kind", "anthropic")
     if agent == "command":
-        raise UsageError(f"run {run.id} used an agent CLI (--agent command), whose sessions are not recorded; "
+        raise Refused(f"run {run.id} used an agent CLI (--agent command), whose sessions are not recorded; "
                          "only runs of the anthropic backend can be replayed")
     target = Path(into) if into else Path(tempfile.mkdtemp(prefix=f"specflux-replay-{run.id}-"))
     if target.exists() and any(target.iterdir()):

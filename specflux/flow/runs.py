@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from specflux.base.errors import UsageError
+from specflux.base.errors import NotFoundError, Refused, UsageError
 from specflux.flow.record.events import RunError
 from specflux.flow.record.holds import Holds, describe
 from specflux.flow.steps.roles import Agents
@@ -38,20 +38,24 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     wanted = list(dict.fromkeys(task_ids))
     for task_id in wanted:
         if task_id not in graph.deps:
-            raise UsageError(f"no task {task_id} (see `specflux list`)")
+            raise NotFoundError(f"no task {task_id} (see `specflux list`)")
     order = graph.order()
     if wanted and not everything:
         chosen = [t for t in order if t in wanted]
     else:
         chosen = [t for t in order if graph.status[t] != "complete"]
     if not chosen and flow.start != "planner":
-        raise UsageError("no task to run: every task is complete (name tasks, or create some with `specflux new`)")
+        raise Refused("no task to run: every task is complete (name tasks, or create some with `specflux new`)")
     if max_iterations is not None and max_iterations < 1:
         raise UsageError("--max-iterations must be at least 1")
     if token_budget is not None and token_budget < 1:
         raise UsageError("--token-budget must be at least 1")
     if budget_usd is not None and not budget_usd > 0:
         raise UsageError("--budget-usd must be more than 0 (US dollars)")
+    from specflux.flow.preflight import check_start  # what would make the run fail or do nothing: said now
+
+    chosen = check_start(manager, graph, chosen, named=bool(wanted and not everything), agents=agents or Agents(),
+                         say=say)
     agents = agents or Agents()
     git = manager.git
     if git is not None:
@@ -86,11 +90,11 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     with holds.locked():  # two `flow start`s at once: the second sees the first's holds
         held = holds.held(chosen)
         if held and (wanted and not everything):
-            raise UsageError(f"held by another run: {describe(held)}; wait for it, or `specflux flow stop` it")
+            raise Refused(f"held by another run: {describe(held)}; wait for it, or `specflux flow stop` it")
         if held:  # --all: only the free tasks, and not those waiting on a held one
             chosen = _free(chosen, held, graph)
             if not chosen:
-                raise UsageError(f"no task to run: every task left is held by another run ({describe(held)}) "
+                raise Refused(f"no task to run: every task left is held by another run ({describe(held)}) "
                                  "or waits on one")
             created["tasks"] = [t for t in created["tasks"] if t["id"] in chosen]
             created["maxIterations"] = max_iterations or cfg.max_iterations or default_run_cap(len(chosen), per_task)
@@ -127,7 +131,7 @@ def _check_parallel(manager: "TaskStateManager", flow, chosen: list[str]) -> str
     paths = [str(manager.path(t).relative_to(git.root)) for t in chosen]
     dirty = uncommitted(git.root, paths)
     if dirty:
-        raise UsageError("each lane starts from the last commit, which does not have these task files as they "
+        raise Refused("each lane starts from the last commit, which does not have these task files as they "
                          f"are now: commit them first ({', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''})")
     return branch
 
@@ -269,6 +273,9 @@ def _created(run: Run) -> dict[str, Any]:
 
 def _agents_of(run: Run) -> Agents:
     agent = _created(run).get("agent") or {}
+    if agent.get("kind") == "replay":  # started before `flow start` refused it: nothing to replay
+        raise Refused(f"run {run.id} was started with --agent replay, which has no recording to replay; end it "
+                      f"with `specflux flow stop {run.id}` and start again with an agent (see `flow start --help`)")
     return Agents(kind=agent.get("kind", "anthropic"), cmd=agent.get("cmd"), model=agent.get("model"),
                   sandbox=agent.get("sandbox"))
 
@@ -287,11 +294,12 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
             return f"run {run.id} was stopped; {how_to_go_on(state['stoppedBranches'])}"
         return f"run {run.id} has ended ({status}); tidying up what a crash may have left"
     if status in FINISHED:
-        raise UsageError(f"run {run.id} has ended ({status}); nothing to {action}")
+        raise Refused(f"run {run.id} has ended ({status}); nothing to {action}")
     running = run.engine_running()
     if action == "pause":
         if status == "paused":
-            raise UsageError(f"run {run.id} is already paused ({state.get('pausedFor')})")
+            raise Refused(f"run {run.id} is already paused ({state.get('pausedFor')}); `specflux flow resume {run.id}` "
+                          "goes on")
         run.record({"type": "control", "action": "pause", "note": note})
         return "the run pauses after its current step" if running else \
             "the run is not being driven now; it stays paused until `flow resume`"
@@ -317,12 +325,13 @@ def control(run: Run, action: str, note: str | None = None, manager: "TaskStateM
     if action in ("approve", "reject"):
         if state.get("pausedFor") != "approval" and not any(s["kind"] == "approval" and s["status"] == "WAITING"
                                                              for s in state["openSteps"].values()):
-            raise UsageError(f"run {run.id} is not waiting for an approval")
+            raise Refused(f"run {run.id} is not waiting for an approval (it is {status}; see `specflux flow status`)")
         if action == "reject" and not (note or "").strip():
             raise UsageError("reject needs --note saying what to change")
         run.record({"type": "control", "action": action, "note": note})
         return f"{action}d"
     # resume
     if status == "running" and running:
-        raise UsageError(f"run {run.id} is running (in another process)")
+        raise Refused(f"run {run.id} is running (in another process); `specflux flow pause {run.id}` or "
+                      f"`specflux flow stop {run.id}` from here")
     return "resuming"

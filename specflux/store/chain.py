@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Iterable
 from specflux.format.document import TaskDocument
 from specflux.format.edits import Edit, apply_edits
 from specflux.format.regions import Region
-from specflux.base.errors import SpecfluxError, UsageError
+from specflux.base.errors import NotFoundError, Refused, SpecfluxError, UsageError
 from specflux.format.outline import content_end, line_end
 from specflux.format.render import render_chain_input
 from specflux.store.values import Outcome, TaskStore, TaskSummary
@@ -51,18 +51,20 @@ class Graph:
     titles: dict[str, str]
     broken: list[SpecfluxError] = field(default_factory=list)  # files that could not be read
     rows: dict[str, TaskSummary] = field(default_factory=dict)  # each readable task's `list` row
+    unreadable: set[str] = field(default_factory=set)  # the ids of the broken files: they exist
 
     @classmethod
     def load(cls, store: TaskStore) -> Graph:
         """Every readable task's dependencies. A broken file is kept in `broken` (to be reported),
         never a reason to show nothing of the healthy tasks."""
-        deps, status, titles, broken, rows = {}, {}, {}, [], {}
+        deps, status, titles, broken, rows, unreadable = {}, {}, {}, [], {}, set()
         for row in store.summaries():
             if row.error is not None:
                 broken.append(row.error)
+                unreadable.add(row.id)
                 continue
             deps[row.id], status[row.id], titles[row.id], rows[row.id] = row.dependencies, row.status, row.title, row
-        return cls(deps, status, titles, broken, rows)
+        return cls(deps, status, titles, broken, rows, unreadable)
 
     def dependents(self, task_id: str) -> list[str]:
         """The tasks that depend on `task_id`, in id order."""
@@ -85,8 +87,9 @@ class Graph:
         return []
 
     def unknown(self) -> list[tuple[str, str]]:
-        """(task, dependency) pairs naming a task that does not exist."""
-        return [(t, d) for t, ds in self.deps.items() for d in ds if d not in self.deps]
+        """(task, dependency) pairs naming a task that does not exist (a broken file exists: it is
+        reported once, as itself, not again as every dependent's missing dependency)."""
+        return [(t, d) for t, ds in self.deps.items() for d in ds if d not in self.deps and d not in self.unreadable]
 
     def cycles(self) -> list[list[str]]:
         """Each dependency cycle once, as the list of tasks around it. A depth-first search with
@@ -150,11 +153,12 @@ class Graph:
         return out
 
     def ready(self) -> list[str]:
-        """Tasks not complete whose dependencies are all complete, in dependency order."""
+        """Tasks to work on now: neither complete nor blocked, their dependencies all complete, in
+        dependency order."""
         return [
             t
             for t in self.order()
-            if self.status[t] != "complete" and all(self.status.get(d) == "complete" for d in self.deps[t])
+            if self.status[t] not in ("complete", "blocked") and all(self.status.get(d) == "complete" for d in self.deps[t])
         ]
 
     def mermaid(self) -> str:
@@ -167,6 +171,9 @@ class Graph:
         missing = sorted({d for _, d in self.unknown()}, key=natural_key)
         for d in missing:
             lines.append(f'    {node_id(d)}["{_label("#" + d)}<br/>missing"]:::missing')
+        for d in sorted({d for ds in self.deps.values() for d in ds} & self.unreadable, key=natural_key):
+            lines.append(f'    {node_id(d)}["{_label("#" + d)}<br/>unreadable"]:::missing')
+            missing.append(d)
         in_cycle = {(c[i], c[(i + 1) % len(c)]) for c in self.cycles() for i in range(len(c))}
         red, n = [], 0
         for t in sorted(self.deps, key=natural_key):
@@ -232,6 +239,13 @@ def upstream_outputs(store: TaskStore, deps: Iterable[str]) -> list[Upstream]:
     return found
 
 
+def refuse_unknown(store: TaskStore, deps: Iterable[str]) -> None:
+    """Refuse dependencies on tasks that do not exist (`new --dep`, `set --add-dep`)."""
+    unknown = [d for d in deps if not store.path(d).is_file()]
+    if unknown:
+        raise NotFoundError(f"no task {', '.join(unknown)}: a dependency must be an existing task")
+
+
 def check_new_dependencies(store: TaskStore, task_id: str, new_deps: list[str], current: list[str]) -> None:
     """Refuse a dependency on the task itself, on a task that does not exist, or one that
     would close a cycle (named, e.g. `3 -> 1 -> 2 -> 3`)."""
@@ -239,16 +253,14 @@ def check_new_dependencies(store: TaskStore, task_id: str, new_deps: list[str], 
         return
     if task_id in new_deps:
         raise UsageError(f"task {task_id} cannot depend on itself")
-    unknown = [d for d in new_deps if not store.path(d).is_file()]
-    if unknown:
-        raise UsageError(f"no task {', '.join(unknown)}: a dependency must be an existing task")
+    refuse_unknown(store, new_deps)
     graph = Graph.load(store)
     graph.deps[task_id] = [*current, *new_deps]
     for dep in new_deps:
         path = graph.path_between(dep, task_id)
         if path:
             loop = " -> ".join([task_id, *path])
-            raise UsageError(f"task {task_id} cannot depend on {dep}: that closes the cycle {loop}")
+            raise Refused(f"task {task_id} cannot depend on {dep}: that closes the cycle {loop}")
 
 
 def _owned_span(doc: TaskDocument, region: Region) -> tuple[int, int, tuple[int, int] | None]:

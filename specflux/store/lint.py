@@ -54,6 +54,31 @@ def structure_problems(doc: TaskDocument) -> list[Problem]:
     return out
 
 
+def front_matter_problems(doc: TaskDocument) -> list[Problem]:
+    """YAML front matter opening the file, which specflux does not read (`lint` only: a session
+    leaving the front matter it found is no session breaking the file)."""
+    front = front_matter(doc.text)
+    if not front:
+        return []
+    end, keys = front
+    said = f" (its {', '.join(f'`{k}`' for k in keys[:4])} {'is' if len(keys) == 1 else 'are'} ignored)" if keys else ""
+    return [Problem(doc.path or "<text>", 1, f"YAML front matter (lines 1-{end}) is not read by specflux{said}: a "
+                    "task's fields live in the JSON block under `## 0. Metadata`; move them there and delete lines "
+                    f"1-{end}")]
+
+
+def front_matter(text: str) -> tuple[int, list[str]] | None:
+    """A YAML front matter block opening the file (`---` ... `---`): its last line and its keys."""
+    lines = text.removeprefix(BOM).splitlines()
+    if not lines or lines[0].rstrip() != "---":
+        return None
+    for n, line in enumerate(lines[1:], 2):
+        if line.rstrip() in ("---", "..."):
+            keys = [k.split(":", 1)[0].strip() for k in lines[1:n - 1] if ":" in k and not k[:1].isspace()]
+            return n, keys
+    return None
+
+
 def lint_document(doc: TaskDocument, file_id: str | None, cfg: ArchiveConfig) -> list[Problem]:
     """Problems inside one file. A file that cannot be parsed gives its parse error (and the
     structure problems that may explain it)."""
@@ -117,7 +142,7 @@ def lint_workspace(ws: Workspace, paths: Iterable[Path] = ()) -> list[Problem]:
         except SpecfluxError as e:
             problems.append(Problem(rel, e.line, e.message))
             continue
-        problems += lint_document(doc, m.group(1) if m else None, cfg)
+        problems += front_matter_problems(doc) + lint_document(doc, m.group(1) if m else None, cfg)
         if m and _parses(doc):
             docs[m.group(1)] = doc
     problems += _graph_problems(ws, docs)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from specflux.format.document import TaskDocument
 from specflux.format.edits import Edit, apply_edits
 from specflux.format.metadata import STATUSES
-from specflux.base.errors import NotFoundError, ParseError, SpecfluxError, UsageError
+from specflux.base.errors import NotFoundError, ParseError, Refused, SpecfluxError, UsageError
 from specflux.base.files import (
     ChangeSet,
     decode,
@@ -183,7 +183,8 @@ class TaskStateManager:
         with locked([self.ws.dir / "locks" / "new.lock"]):
             task_id = check_id(task_id) if task_id else self._next_id()
             if self.path(task_id).exists():
-                raise UsageError(f"task {task_id} already exists ({self.ws.relative(self.path(task_id))})")
+                raise Refused(f"task {task_id} already exists ({self.ws.relative(self.path(task_id))}); "
+                              "leave out --id for the next free one")
             if task_id in deps:
                 raise UsageError(f"task {task_id} cannot depend on itself")
             metadata: dict = {"task_id": json_id(task_id)}
@@ -335,6 +336,7 @@ class TaskStateManager:
         for error in graph.broken:
             outcome.notices.append(f"{error.path}: could not be read, so it was not wired (if it depends on "
                                    f"task {task_id}, fix it and run `specflux wire {task_id}`): {error.message}")
+        outcome.notices += _unfinished(self.load(task_id), task_id, graph)
         with self.changing([task_id, *dependents], outcome) as pending:
             doc = self.load(task_id)
             edits = doc.chain_output_edits(summary, downstream)
@@ -412,7 +414,7 @@ class TaskStateManager:
             current = [str(d) for d in written]
             missing = [d for d in removing if d not in current]
             if missing:
-                raise UsageError(f"task {task_id} does not depend on {', '.join(missing)} (it depends on "
+                raise Refused(f"task {task_id} does not depend on {', '.join(missing)} (it depends on "
                                  f"{', '.join(current) or 'nothing'})")
             new_deps = [d for d in adding if d not in current]
             check_new_dependencies(self, task_id, new_deps, current)
@@ -454,8 +456,10 @@ class TaskStateManager:
         self.load(task_id)  # an unknown task is an error
         dependents = find_dependents(self, task_id)
         if dependents and not force:
-            raise UsageError(f"tasks {', '.join(dependents)} depend on task {task_id}; remove the dependency "
-                             f"first (specflux set ID --remove-dep {task_id}) or use --force")
+            who = f"task {dependents[0]} depends" if len(dependents) == 1 else f"tasks {', '.join(dependents)} depend"
+            fix = "; ".join(f"specflux set {d} --remove-dep {task_id}" for d in dependents[:3])
+            raise Refused(f"{who} on task {task_id}; remove the dependency first ({fix}"
+                          f"{'; ...' if len(dependents) > 3 else ''}) or use `specflux delete {task_id} --force`")
         outcome = Outcome(task_id)
         with self.changing([task_id, *dependents], outcome) as pending:
             for other in dependents:
@@ -475,6 +479,20 @@ class TaskStateManager:
 
         check_writable(path, self.ws.relative(path))
         pending.files.remove(path)
+
+
+def _unfinished(doc: TaskDocument, task_id: str, graph) -> list[str]:
+    """What `complete` warns of (and does anyway): criteria not ticked, dependencies not complete."""
+    said = []
+    open_ = [str(i) for i, (_, _, checked, _, _) in enumerate(doc.criteria_lines, 1) if not checked]
+    if open_:
+        said.append(f"warning: task {task_id} is completed with {len(open_)} of {len(doc.criteria_lines)} acceptance "
+                    f"criteria not ticked ({', '.join(open_)}; `specflux check {task_id} {' '.join(open_)}` ticks them)")
+    waiting = [f"{d} ({graph.status.get(d, 'unreadable')})" for d in graph.deps.get(task_id, [])
+               if graph.status.get(d) != "complete"]
+    if waiting:
+        said.append(f"warning: task {task_id} is completed before its dependencies: {', '.join(waiting)}")
+    return said
 
 
 def json_id(task_id: str) -> int | str:

@@ -25,8 +25,8 @@ def refuse_complete_inside_run(task_id: str) -> None:
     """Inside a workflow run, the run completes its task: a UsageError for the run's own task."""
     if os.environ.get("SPECFLUX_RUN") and os.environ.get("SPECFLUX_ROLE") and \
             os.environ.get("SPECFLUX_TASK_ID") == task_id.lstrip("#"):
-        from specflux.base.errors import UsageError
+        from specflux.base.errors import Refused
 
-        raise UsageError(f"inside workflow run {os.environ['SPECFLUX_RUN']}, the run completes task {task_id} when "
+        raise Refused(f"inside workflow run {os.environ['SPECFLUX_RUN']}, the run completes task {task_id} when "
                          "the workflow accepts it: write `### Summary` and `### For Downstream Tasks` under "
                          "`## 4. Chain Output` in the task file instead")

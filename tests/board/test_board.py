@@ -92,9 +92,9 @@ def workspace(tmp_path_factory) -> Path:
                            "--agent", "command", "--cmd", cmd], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     (repo / ".specflux" / "task-states" / "task-8-state.md").write_text("# Task #8: Broken\n\nno metadata here\n")
-    sf(repo, "new", "Cycle A", "--dep", "10")  # 9
+    sf(repo, "new", "Cycle A", "--dep", "10", "--force")  # 9
     sf(repo, "new", "Cycle B", "--dep", "9")  # 10
-    sf(repo, "new", "Waits for a ghost", "--dep", "99")  # 11
+    sf(repo, "new", "Waits for a ghost", "--dep", "99", "--force")  # 11
     return repo
 
 

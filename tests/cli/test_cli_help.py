@@ -124,7 +124,7 @@ def project(git_repo, capsys, monkeypatch) -> Path:
     env = {**os.environ, "FAKE_PLAN": str(plan), "FAKE_STATE": str(root.parent / "agent-state"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     agent = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
-    done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(root), "flow", "start", "2",
+    done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(root), "flow", "start", "1", "2",
                            "--agent", "command", "--cmd", agent], capture_output=True, text=True, env=env, timeout=180)
     assert done.stdout.strip(), done.stderr  # the run's id, whatever became of the task
     capsys.readouterr()
@@ -182,7 +182,7 @@ def test_ready_json_rows_are_list_json_rows_in_ready_order(tmp_path, capsys):
     root = tmp_path / "ws"
     root.mkdir()
     assert main(["init", str(root)]) == 0
-    for args in (["new", "B", "--id", "2", "--dep", "1"], ["new", "A", "--id", "1"], ["new", "C", "--id", "3"],
+    for args in (["new", "B", "--id", "2", "--dep", "1", "--force"], ["new", "A", "--id", "1"], ["new", "C", "--id", "3"],
                  ["complete", "1", "--summary", "done", "--no-commit"]):
         assert main(["--root", str(root), *args]) == 0
     capsys.readouterr()
@@ -198,7 +198,7 @@ def test_graph_json_names_missing_tasks_cycles_and_broken_files_and_exits_1(tmp_
     root = tmp_path / "ws"
     root.mkdir()
     assert main(["init", str(root)]) == 0
-    for args in (["new", "A", "--id", "1", "--dep", "9", "--dep", "3"], ["new", "B", "--id", "2", "--dep", "1"],
+    for args in (["new", "A", "--id", "1", "--dep", "9", "--dep", "3", "--force"], ["new", "B", "--id", "2", "--dep", "1"],
                  ["new", "C", "--id", "3", "--dep", "2"]):
         assert main(["--root", str(root), *args]) == 0, args
     (root / ".specflux/task-states/task-4-state.md").write_text("no title, no metadata\n")

@@ -202,11 +202,11 @@ def test_parallel_needs_committed_task_files_and_a_branch(project, tmp_path, cap
     (project / ".specflux" / "task-states" / "task-1-state.md").write_text(
         (project / ".specflux" / "task-states" / "task-1-state.md").read_text() + "\nedited\n")
     done = start(project, plan(tmp_path), "--parallel", "2")
-    assert done.returncode == 2 and "commit them first" in done.stderr and "task-1-state.md" in done.stderr
+    assert done.returncode == 1 and "changes not committed" in done.stderr and "task-1-state.md" in done.stderr
     git(project, "checkout", "-q", "--", ".")
     git(project, "checkout", "-q", "--detach")
     done = start(project, plan(tmp_path), "--parallel", "2")
-    assert done.returncode == 2 and "detached" in done.stderr
+    assert done.returncode == 1 and "detached" in done.stderr
 
 
 def _background(repo: Path, env: dict, *args: str) -> subprocess.Popen:

@@ -329,8 +329,8 @@ def test_ready_order_is_dependency_then_natural_order(repo, capsys):
 
 def test_cycle_is_an_error_naming_the_tasks(repo, capsys):
     ok(capsys, repo, "new", "Free", "--id", "w")
-    ok(capsys, repo, "new", "Ex", "--id", "x", "--dep", "y")
-    ok(capsys, repo, "new", "Why", "--id", "y", "--dep", "z")
+    ok(capsys, repo, "new", "Ex", "--id", "x", "--dep", "y", "--force")
+    ok(capsys, repo, "new", "Why", "--id", "y", "--dep", "z", "--force")
     ok(capsys, repo, "new", "Zed", "--id", "z", "--dep", "x")
     files = snapshot(repo)
     for command in ("ready", "graph"):
@@ -346,7 +346,7 @@ def test_cycle_is_an_error_naming_the_tasks(repo, capsys):
 
 
 def test_unknown_dependency_is_an_error_naming_both(repo, capsys):
-    ok(capsys, repo, "new", "Orphan", "--id", "T5", "--dep", "ghost")
+    ok(capsys, repo, "new", "Orphan", "--id", "T5", "--dep", "ghost", "--force")
     ok(capsys, repo, "new", "Fine", "--id", "6")
     for command in ("ready", "graph"):
         code, out, err = run(capsys, repo, command)

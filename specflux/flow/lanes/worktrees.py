@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specflux.base.crashpoint import crash_point
-from specflux.base.errors import GitError, UsageError
+from specflux.base.errors import GitError, Refused, UsageError
 from specflux.vcs.process import run_git as _run
 
 BRANCH_PREFIX = "specflux/"
@@ -236,7 +236,8 @@ def current_branch(root: Path) -> str:
     """The branch checked out at `root`; a parallel run merges its lanes into it."""
     done = _run(("symbolic-ref", "-q", "--short", "HEAD"), root)
     if done.returncode != 0:
-        raise UsageError("HEAD is detached: a parallel run merges its lanes into a branch; check one out first")
+        raise Refused("HEAD is detached: a parallel run merges its lanes into a branch; check one out first "
+                      "(`git switch BRANCH`)")
     return done.stdout.strip()
 
 

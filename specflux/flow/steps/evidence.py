@@ -18,15 +18,18 @@ if TYPE_CHECKING:
 
 
 def task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str) -> bool:
-    """Whether the task's coder attempts in this run, together, changed nothing outside
-    `.specflux/`: from before its first attempt's commit to the tree as it is now (the diff the
-    reviewer is shown). A retry that adds nothing to earlier work is not "no change"."""
+    """Whether the task's coder attempts, together, changed nothing outside `.specflux/`: from
+    before its first attempt's commit to the tree as it is now (the diff the reviewer is shown).
+    A retry that adds nothing to earlier work is not "no change"; nor is an attempt that finds the
+    work done by an earlier run that did not finish the task (a run cut short, or failed after
+    its work was committed): its attempts count from the task's base, the last time it was
+    complete, not only this run's."""
     git = manager.git
     if git is None:
         return False  # nothing to compare with: the tests and the review decide
     from specflux.vcs.process import run_git as _run
 
-    commits = git.find_commits({"Specflux-Run": run_id, "Specflux-Task": task_id, "Specflux-Role": "coder"})
+    commits = _coder_commits(git, task_id)  # run_id's among them
     root = manager.ws.root
     outside = ("--", ".", ":(exclude).specflux")
     if commits:
@@ -36,6 +39,17 @@ def task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str) -> bo
             return False
     dirty = _run(("status", "--porcelain", "--untracked-files=all", *outside), root)
     return dirty.returncode == 0 and not dirty.stdout.strip()
+
+
+def _coder_commits(git, task_id: str) -> list:
+    """The task's coder commits since it was last complete (this run's and earlier runs'), newest first."""
+    found = []
+    for commit in git.find_commits({"Specflux-Task": task_id}):
+        if commit.trailers.get("Specflux-Status") == "complete":
+            break  # the task's base: work before it was accepted once already
+        if commit.trailers.get("Specflux-Role") == "coder" and commit.trailers.get("Specflux-Run"):
+            found.append(commit)
+    return found
 
 
 def expects_change(manager: "TaskStateManager", task_id: str) -> bool:
