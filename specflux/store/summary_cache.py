@@ -3,8 +3,14 @@
 A row is reused only while its file's size, inode, mtime and ctime are unchanged (any write,
 by specflux, an editor or git, changes ctime). Racy entries, written less than two seconds before
 the cache itself, are never stored, so a change in the same clock tick cannot hide. Broken files
-are never cached: their error is found afresh every time. The cache lives in
-`.specflux/cache/` (git-ignored); deleting it is always safe; SPECFLUX_CACHE=0 turns it off.
+are never cached: their error is found afresh every time. The cache lives in the engine's folder
+under the git directory (`<git dir>/specflux/cache/`, store/state_dir.py), which no sandboxed
+agent can write; deleting it is always safe; SPECFLUX_CACHE=0 turns it off.
+
+The rows it gives are for display (`list`, the board, the MCP server's list) and nothing else:
+what a decision needs (a task's status, whether its dependencies are complete, what is ready) is
+read from the task files themselves (`TaskStateManager.summaries(cached=False)`, the default), so
+a cache written by anything else than specflux can change what `list` shows, never what a run does.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ def _key(st: os.stat_result) -> list[int]:
 def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], row_type) -> list:
     """The rows for `ids`, from the cache where the file is unchanged, parsed (and cached) otherwise.
     `parse(task_id, data=None)` gives a task's row (from `data`, the file's bytes, when given)."""
-    cache_file = ws.dir / "cache" / "summaries.json"
+    cache_file = ws.state_dir / "cache" / "summaries.json"
     root = str(ws.root)
     entries = _entries(cache_file)
     fresh: dict[str, list] = {}
