@@ -70,7 +70,7 @@ def note_holder(fd: int) -> None:
     a waiter names when the kernel cannot say. Best effort (a descriptor opened read-only cannot)."""
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {' '.join(sys.argv)[:200]}\n".encode("utf-8", "replace"), 0)
+        os.pwrite(fd, f"{os.getpid()} {shown_command(sys.argv)}\n".encode("utf-8", "replace"), 0)
     except OSError:
         pass
 
@@ -115,5 +115,10 @@ def _command(pid: int) -> str:
             argv = f.read().split(b"\0")
     except OSError:
         return "gone, or not visible from here"
-    shown = " ".join(a.decode("utf-8", "replace") for a in argv if a)
-    return shown[:200] or "no command line"
+    return shown_command([a.decode("utf-8", "replace") for a in argv if a]) or "no command line"
+
+
+def shown_command(argv: list[str]) -> str:
+    """A command on one line: each argument's whitespace collapsed and cut at 60 characters."""
+    parts = [" ".join(arg.split()) for arg in argv]
+    return " ".join(p if len(p) <= 60 else p[:57] + "..." for p in parts)[:300]
