@@ -212,7 +212,8 @@ def test_a_coder_cannot_read_the_runs_keys(project, mode):
                     env=env_for(mode, "keys"), timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_id = json.loads(specflux(project, "flow", "status", "--json").stdout)["runId"]
-    key = (Workspace(project).private_dir / "keys" / run_id).read_text().strip()
+    (key_file,) = [p for p in (project / ".git").rglob(run_id) if p.is_file()]  # wherever this version keeps it
+    key = key_file.read_text().strip()
     seen = report(project)["read"]
     assert len(seen) > 10, "the coder could read the tree and the git directory"
     assert not [path for path, text in seen.items() if key in text]
@@ -226,22 +227,23 @@ def test_a_leftover_holding_the_locks_it_can_open_never_hangs_the_engine(project
     proc = subprocess.Popen(start_argv(project, "1"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **env_for(mode, "leftover", SPECFLUX_LOCK_TIMEOUT="3")})
     leftover = project / ".specflux" / "cache" / "leftover.json"
+    pid = None
     try:
         out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        pid = json.loads(leftover.read_text())[0] if leftover.exists() else None
-    try:
+        pid = json.loads(leftover.read_text())[0]
         held = json.loads(leftover.read_text())[1]
-        if mode != "off":
-            private = str(Workspace(project).private_dir)
-            assert not [p for p in held if private in os.path.abspath(p) or "/.specflux/runs/" in os.path.abspath(p)], held
+        if mode != "off" and hasattr(Workspace(project), "private_dir"):
+            private = Workspace(project).private_dir.resolve()
+            reached = [(project / p).resolve() for p in held]  # (relative to the agent's working folder)
+            assert reached and not [p for p in reached if p.is_relative_to(private) or "runs" in p.parts], held
         if proc.returncode != 0:
             assert f"pid {pid}" in err and "leftover-holding-locks" in err and "end it" in err, out[-2000:] + err[-2000:]
         stop = specflux(project, "flow", "stop", env={"SPECFLUX_LOCK_TIMEOUT": "3"}, timeout=120)
         assert stop.returncode in (0, 1, 2) and "Traceback" not in stop.stderr, stop.stderr
     finally:
+        if proc.poll() is None:
+            proc.kill()
+        pid = pid or (json.loads(leftover.read_text())[0] if leftover.exists() else None)
         if pid:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -282,8 +284,12 @@ def test_a_wait_for_a_held_lock_ends_naming_the_holder(project, which):
         first.send_signal(signal.SIGINT)
         (project / ".specflux" / "cache" / "go").write_text("")
         first.communicate(timeout=120)
-    lock = {"task": ws.lock_path("1"), "holds": ws.private_dir / "holds.lock",
-            "events": ws.private_dir / "runs" / str(run_id) / "events.lock"}[which]
+    if hasattr(ws, "private_dir"):
+        lock = {"task": ws.lock_path("1"), "holds": ws.private_dir / "holds.lock",
+                "events": ws.private_dir / "runs" / str(run_id) / "events.lock"}[which]
+    else:  # where versions before docs/engine-state.md kept them (to see this test fail there)
+        lock = {"task": ws.lock_path("1"), "holds": ws.dir / "locks" / "holds.lock",
+                "events": ws.dir / "runs" / str(run_id) / "events.jsonl.lock"}[which]
     stray = hold(lock)
     try:
         command = {"task": ["check", "1", "1"], "holds": start_argv(project, "1")[5:],
