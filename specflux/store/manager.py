@@ -87,8 +87,8 @@ class TaskStateManager:
         from specflux.store import summary_cache
 
         ids = self.ws.task_ids()
-        if cached and summary_cache.enabled():
-            rows = summary_cache.cached_rows(self.ws, ids, self.summary, TaskSummary)
+        if summary_cache.enabled():
+            rows = summary_cache.cached_rows(self.ws, ids, self.summary, TaskSummary, disk=cached)
             cfg = self.ws.config.archive
             for row in rows:
                 if row.error is None:

@@ -52,12 +52,14 @@ def _key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], row_type) -> list:
+def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], row_type, disk: bool = True) -> list:
     """The rows for `ids`, from the cache where the file is unchanged, parsed (and cached) otherwise.
-    `parse(task_id, data=None)` gives a task's row (from `data`, the file's bytes, when given)."""
+    `parse(task_id, data=None)` gives a task's row (from `data`, the file's bytes, when given).
+    `disk=False`: for a decision, the on-disk cache is neither read nor written; only this process's
+    own memory of files it read (_RECENT) spares a parse."""
     cache_file = ws.state_dir / "cache" / "summaries.json"
     root = str(ws.root)
-    entries = _entries(cache_file)
+    entries = _entries(cache_file) if disk else {}
     fresh: dict[str, list] = {}
     rows = []
     broken = False
@@ -80,11 +82,12 @@ def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], r
             broken = broken or row.error is not None
             if key is not None and row.error is None and now - max(key[2], key[3]) > RACY_NS:
                 fresh[task_id] = [key, [getattr(row, f) for f in _FIELDS]]
-                _RECENT.pop(path, None)
+                if disk:  # (on the disk from now on; a decision keeps it in memory instead)
+                    _RECENT.pop(path, None)
         rows.append(row)
     # Written when it learns a row (a command that meets a broken file writes nothing). Entries
     # of changed files are dropped then, not before: a stale entry's key never matches its file.
-    if not broken and any(entries.get(task_id) != entry for task_id, entry in fresh.items()):
+    if disk and not broken and any(entries.get(task_id) != entry for task_id, entry in fresh.items()):
         _save(cache_file, fresh)
     return rows
 
