@@ -268,9 +268,9 @@ def hold(path: Path) -> subprocess.Popen:
     return proc
 
 
-@pytest.mark.parametrize("which", ["task", "holds", "events"])
+@pytest.mark.parametrize("which", ["task", "holds", "events", "commit"])
 def test_a_wait_for_a_held_lock_ends_naming_the_holder(project, which):
-    """Each lock the engine waits for (a task's, the holds', a run's event log's), held by a
+    """Each lock the engine waits for (a task's, the holds', a run's event log's, the commits'), held by a
     stray process: the command that needs it stops after SPECFLUX_LOCK_TIMEOUT, naming the pid
     and command of the holder and what to do, instead of hanging."""
     ws = Workspace(project)
@@ -284,7 +284,9 @@ def test_a_wait_for_a_held_lock_ends_naming_the_holder(project, which):
         first.send_signal(signal.SIGINT)
         (project / ".specflux" / "cache" / "go").write_text("")
         first.communicate(timeout=120)
-    if hasattr(ws, "private_dir"):
+    if which == "commit":  # the lock that queues specflux's commits in one repository
+        lock = project / ".git" / "specflux-commit.flock"
+    elif hasattr(ws, "private_dir"):
         lock = {"task": ws.lock_path("1"), "holds": ws.private_dir / "holds.lock",
                 "events": ws.private_dir / "runs" / str(run_id) / "events.lock"}[which]
     else:  # where versions before docs/engine-state.md kept them (to see this test fail there)
@@ -293,7 +295,7 @@ def test_a_wait_for_a_held_lock_ends_naming_the_holder(project, which):
     stray = hold(lock)
     try:
         command = {"task": ["check", "1", "1"], "holds": start_argv(project, "1")[5:],
-                   "events": ["flow", "stop", str(run_id)]}[which]
+                   "events": ["flow", "stop", str(run_id)], "commit": ["session", "1", "--did", "work"]}[which]
         done = specflux(project, *command, env=env_for("off", "", SPECFLUX_LOCK_TIMEOUT="2"), timeout=120)
         assert done.returncode != 0
         assert f"waited 2 s for" in done.stderr and f"pid {stray.pid} (" in done.stderr, done.stderr
@@ -301,5 +303,5 @@ def test_a_wait_for_a_held_lock_ends_naming_the_holder(project, which):
     finally:
         stray.kill()
         stray.wait()
-    if which == "task":  # the holder gone, the same command goes through
-        assert specflux(project, "check", "1", "1").returncode == 0
+    if which in ("task", "commit"):  # the holder gone, the same command goes through
+        assert specflux(project, *command).returncode == 0
