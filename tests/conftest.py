@@ -64,6 +64,12 @@ def no_network(monkeypatch):
 
 # The same for fixtures made once per module or session (before any test's monkeypatch runs).
 os.environ["SPECFLUX_CLI_SANDBOX"] = "off"
+# The engine's state of workspaces outside git (store/state_dir.py) goes to a folder of the
+# suite's own, never to the user's ~/.local/state.
+if "SPECFLUX_STATE_HOME" not in os.environ:
+    import tempfile
+
+    os.environ["SPECFLUX_STATE_HOME"] = tempfile.mkdtemp(prefix="specflux-test-state-")
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",

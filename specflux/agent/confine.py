@@ -5,9 +5,13 @@ temporary folder. Reads stay unrestricted.
 
 An agent CLI still writes its task through `specflux` (`check`, `session --no-commit`,
 `submit-review`, `submit-tasks`), run inside the same sandbox, so these stay writable:
-`.specflux/task-states/` (the run puts back any other task's file it changed), `archives/`,
-`locks/` (the per-task locks every write takes) and `cache/`, and the folder of its hand-in file
-(SPECFLUX_HANDIN, in the run's folder, which may be outside a lane's worktree).
+`.specflux/task-states/` (the run puts back any other task's file it changed), `archives/`
+and `cache/` (a planner's hand-in; the engine keeps nothing it believes there), and the folder of
+its hand-in file (SPECFLUX_HANDIN, in the run's folder, which may be outside a lane's worktree).
+The engine's own state stays out of reach (store/state_dir.py, docs/engine-state.md): the lock of
+the session's task, in the git directory, is made beforehand, and the agent's `specflux` takes it
+through a read-only descriptor (flock needs no more); the engine's private folder (holds, keys,
+run locks) is hidden (bubblewrap, and Landlock where it has a mount namespace).
 
 The CLI's own files (its login, settings, session logs, caches) go to a private HOME, a fresh
 folder beside the temporary one, into which the preset's `home` files are copied first; the XDG
@@ -27,7 +31,7 @@ if TYPE_CHECKING:
     from specflux.agent.sandbox import Sandbox
 
 # Folders of .specflux/ the agent writes through specflux's own commands.
-TASK_FOLDERS = ("task-states", "archives", "locks", "cache")
+TASK_FOLDERS = ("task-states", "archives", "cache")
 
 
 @dataclass
@@ -42,13 +46,17 @@ class Confined:
 
 
 def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset",
-            handin: str | None = None) -> Confined:
+            handin: str | None = None, task_id: str | None = None) -> Confined:
     """The shell command line `line` of an agent CLI, to run with cwd `root`, in the sandbox
     `setting` names (`[agent] sandbox`, or "off" for `--no-sandbox`). `workdir` is a fresh
-    folder of the session's, removed after it: the private HOME and temporary folder go there."""
+    folder of the session's, removed after it: the private HOME and temporary folder go there.
+    `task_id`: the session's task, whose lock the agent's own `specflux` takes."""
     from specflux.agent.sandbox import choose, temp_env
+    from specflux.store.state_dir import prepare_task_lock
 
     sandbox = choose(setting)
+    if task_id:
+        prepare_task_lock(root, task_id)
     if not sandbox.confined:
         notice = None
         if sandbox.name == "none":
@@ -71,42 +79,18 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
         folder = Path(handin).parent
         folder.mkdir(parents=True, exist_ok=True)
         writable.append(str(folder))
-    env = {"HOME": str(home), **temp_env(tmp), "XDG_CONFIG_HOME": str(home / ".config"),
+    from specflux.store.state_dir import state_home
+
+    env = {"HOME": str(home), **temp_env(tmp), "SPECFLUX_STATE_HOME": str(state_home()),
+           "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
     argv = sandbox.argv(line, root, tmp, also=writable)
-    if sandbox.name == "bwrap":  # mounts on top, before the command: what bwrap alone can also do
-        at = argv.index("--")
-        argv[at:at] = _bwrap_extra(root)
-    return Confined(sandbox, argv=argv, env=env, notice=None)
-
-
-def _bwrap_extra(root: Path) -> list[str]:
-    """Under bubblewrap, the run's secrets go beyond writes: the runs' event keys (the git
-    directory's `specflux-keys`, or `.specflux/locks/keys` without git) are hidden under an empty
-    folder, and `.specflux/locks/holds` (which run holds which task) is read-only again inside the
-    writable `locks/`. (Landlock confines writes only: there the keys stay readable.)"""
-    options: list[str] = []
-    locks = root / ".specflux" / "locks"
-    for folder in (_git_common_dir(root) / "specflux-keys", locks / "keys"):
-        if folder.is_dir() and not folder.is_symlink():
-            options += ["--tmpfs", str(folder.resolve())]
-    holds = locks / "holds"
-    if holds.is_dir() and not holds.is_symlink():
-        options += ["--ro-bind", str(holds.resolve()), str(holds.resolve())]
-    return options
-
-
-def _git_common_dir(root: Path) -> Path:
-    """The repository's git directory, shared by its worktrees (a lane's too)."""
-    import subprocess
-
-    try:
-        done = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=root, capture_output=True, text=True,
-                              timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return root / ".git"
-    return (root / done.stdout.strip()).resolve() if done.returncode == 0 and done.stdout.strip() else root / ".git"
+    notice = None
+    if sandbox.name == "landlock" and not sandbox.top_level:
+        notice = ("the agent CLI is sandboxed with Landlock, which cannot hide the engine's private folder "
+                  "here (no mount namespace): it can read the runs' event keys (docs/engine-state.md)")
+    return Confined(sandbox, argv=argv, env=env, notice=notice)
 
 
 def _copy_home(preset: "Preset", home: Path) -> None:

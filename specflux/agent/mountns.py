@@ -96,6 +96,21 @@ def make_writable(path: str) -> None:
         os.close(fd)
 
 
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+
+
+def hide(path: str) -> None:
+    """Mount an empty, read-only tmpfs on the folder `path` (the engine's private folder, whose
+    keys and locks no command may read or open). Call after `enter`. Never follows a symlink."""
+    fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY)
+    try:
+        target = f"/proc/self/fd/{fd}".encode()
+        flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+        _check(_libc.mount(b"tmpfs", target, b"tmpfs", ctypes.c_ulong(flags), b"size=4k,mode=0500"), f"hide {path}")
+    finally:
+        os.close(fd)
+
+
 def _remount_on_itself(fd: int, attr: "_MountAttr", setattr_flags: int) -> None:
     """Clone the mount tree at `fd` (with the mounts beneath it), give the clone `attr` (with
     `setattr_flags`: AT_RECURSIVE for every mount in it, else its top one), and mount it on `fd`."""

@@ -83,6 +83,8 @@ class Sandbox:
             where += ", and no new files or folders at its top level"
         line = (f"run_command is sandboxed with {_LABELS[self.name]}: writes only inside the repository "
                 f"({where}) and its temp folder")
+        if self.name == "landlock" and not self.top_level:  # no mount namespace to hide it under
+            line += "; it can still read the engine's private folder (the runs' event keys: docs/engine-state.md)"
         return f"{line}; {self.reason}" if self.reason else line
 
     @property
@@ -91,22 +93,31 @@ class Sandbox:
         return self.describe() if self.name == "none" else None
 
     def argv(self, command: str, root: str | os.PathLike, tmp: str | os.PathLike,
-             also: "tuple[str, ...] | list[str]" = ()) -> list[str]:
+             also: "tuple[str, ...] | list[str]" = (), hide: "list[str] | None" = None) -> list[str]:
         """The argv that runs shell `command` in this sandbox, writing only beneath `root` (minus
         `.git` and `.specflux`) and `tmp`, and the existing folders `also` (which may be inside
-        `.specflux`: an agent CLI's task files and hand-in). Run it with cwd `root` and TMPDIR `tmp`."""
+        `.specflux`: an agent CLI's task files and hand-in), and not reading the folders `hide`
+        (None: the engine's private folders of `root`, store/state_dir.py; under Landlock only where
+        it has a mount namespace). Run it with cwd `root` and TMPDIR `tmp`."""
         shell = [SHELL, "-c", command]
+        if hide is None:
+            from specflux.store.state_dir import hidden  # not at the top: the launcher runs alone
+
+            hide = hidden(root)
         root, tmp = os.path.realpath(root), os.path.realpath(tmp)
         also = [os.path.realpath(path) for path in also]
+        hide = [os.path.realpath(path) for path in hide]
         if self.name == "landlock":
             extra = [arg for path in also for arg in ("--write", path)]
+            extra += [arg for path in hide for arg in ("--hide", path)] if self.top_level else []
             return [sys.executable, "-I", "-S", os.path.abspath(__file__), "landlock",
                     "--repo", root, "--write", tmp, *extra, *(["--mounts"] if self.top_level else []), "--", *shell]
         if self.name == "bwrap":
             extra = [arg for path in also for arg in ("--bind", path, path)]
+            extra += [arg for path in hide for arg in ("--tmpfs", path, "--remount-ro", path)]
             return [_which("bwrap") or "bwrap", *bwrap_options(root, tmp), *extra, "--", *shell]
         if self.name == "sandbox-exec":
-            return ["sandbox-exec", *seatbelt_options(root, tmp, also), *shell]
+            return ["sandbox-exec", *seatbelt_options(root, tmp, also, hide), *shell]
         return shell
 
 
@@ -378,7 +389,7 @@ def _allow(ruleset: int, path: str, rights: int, dir_fd: int | None = None) -> N
         os.close(fd)
 
 
-def restrict_writes(repo: str, also: list[str], mounts: bool = False) -> None:
+def restrict_writes(repo: str, also: list[str], mounts: bool = False, hide: "list[str] | None" = None) -> None:
     """Confine this process and its future children with Landlock: writes only beneath the
     writable entries of `repo`, the folders `also` and the DEVICES. Irreversible.
 
@@ -401,6 +412,8 @@ def restrict_writes(repo: str, also: list[str], mounts: bool = False) -> None:
                 for path in also:  # a folder inside .specflux an agent CLI writes through specflux
                     if path.startswith(repo + os.sep):
                         mountns.make_writable(path)
+                for path in hide or []:  # the engine's private folder: an empty one on top of it
+                    mountns.hide(path)
                 _allow(ruleset, ".", rights, dir_fd=root_fd)
             for name in [] if whole else writable_entries(repo):
                 try:
@@ -439,7 +452,7 @@ def _mounts_problem() -> str | None:
         repo, tmp = os.path.join(scratch, "repo"), os.path.join(scratch, "tmp")
         for path in (tmp, *(os.path.join(repo, name) for name in PROTECTED)):
             os.makedirs(path)
-        argv = Sandbox("landlock").argv("touch new && ! touch .git/x 2>/dev/null", repo, tmp)
+        argv = Sandbox("landlock").argv("touch new && ! touch .git/x 2>/dev/null", repo, tmp, hide=[])
         try:
             done = subprocess.run(argv, cwd=repo, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -502,30 +515,33 @@ _SEATBELT_DEVICES = ('(literal "/dev/null") (literal "/dev/zero") (literal "/dev
                      '(literal "/dev/dtracehelper") (regex #"^/dev/ttys[0-9]+$") (regex #"^/dev/fd/[0-9]+$")')
 
 
-def seatbelt_options(root: str, tmp: str, also: "list[str] | tuple[str, ...]" = ()) -> list[str]:
+def seatbelt_options(root: str, tmp: str, also: "list[str] | tuple[str, ...]" = (),
+                     hide: "list[str] | tuple[str, ...]" = ()) -> list[str]:
     """sandbox-exec options: deny every write, allow the repository, `tmp` and a few devices,
     then deny `.git` and `.specflux` again (the last matching rule wins). Paths go in as -D
     parameters, so the profile needs no quoting of them; they are real paths (/private/var/...,
     not /var/...), which is what Seatbelt matches."""
     protected = [os.path.join(root, name) for name in PROTECTED] + protected_targets(root)
     params = {"REPO": root, "TMP": tmp, **{f"P{i}": p for i, p in enumerate(protected)},
-              **{f"A{i}": p for i, p in enumerate(also)}}
+              **{f"A{i}": p for i, p in enumerate(also)}, **{f"H{i}": p for i, p in enumerate(hide)}}
     denied = " ".join(f'(subpath (param "P{i}"))' for i in range(len(protected)))
     again = " ".join(f'(subpath (param "A{i}"))' for i in range(len(also)))
     profile = ("(version 1) (allow default) (deny file-write*) "
                f'(allow file-write* (subpath (param "REPO")) (subpath (param "TMP")) {_SEATBELT_DEVICES}) '
-               f"(deny file-write* {denied})" + (f" (allow file-write* {again})" if also else ""))
+               f"(deny file-write* {denied})" + (f" (allow file-write* {again})" if also else "")
+               + "".join(f' (deny file-read* (subpath (param "H{i}")))' for i in range(len(hide))))
     defines = [arg for key, value in params.items() for arg in ("-D", f"{key}={value}")]
     return [*defines, "-p", profile]
 
 
 # -- the Landlock launcher -------------------------------------------------------------------
 
-_USAGE = "usage: python sandbox.py landlock --repo DIR [--write DIR]... [--mounts] -- COMMAND [ARG]..."
+_USAGE = "usage: python sandbox.py landlock --repo DIR [--write DIR]... [--hide DIR]... [--mounts] -- COMMAND [ARG]..."
 
 
-def _parse(args: list[str]) -> tuple[str, list[str], bool, list[str]] | None:
-    """(repo, other writable folders, --mounts, command) from the launcher's arguments, or None."""
+def _parse(args: list[str]) -> tuple[str, list[str], bool, list[str], list[str]] | None:
+    """(repo, other writable folders, --mounts, command, folders to hide) from the launcher's
+    arguments, or None."""
     if len(args) < 2 or args[0] != "landlock" or "--" not in args:
         return None
     split = args.index("--")
@@ -534,15 +550,17 @@ def _parse(args: list[str]) -> tuple[str, list[str], bool, list[str]] | None:
     options = [o for o in options if o != "--mounts"]
     if not command or len(options) % 2:
         return None
-    repo, also = None, []
+    repo, also, hide = None, [], []
     for flag, value in zip(options[::2], options[1::2]):
         if flag == "--repo":
             repo = value
         elif flag == "--write":
             also.append(value)
+        elif flag == "--hide":
+            hide.append(value)
         else:
             return None
-    return (repo, also, mounts, command) if repo is not None else None
+    return (repo, also, mounts, command, hide) if repo is not None else None
 
 
 def _launch(args: list[str]) -> int:
@@ -551,9 +569,9 @@ def _launch(args: list[str]) -> int:
     if parsed is None:
         print(_USAGE, file=sys.stderr)
         return 2
-    repo, also, mounts, command = parsed
+    repo, also, mounts, command, hide = parsed
     try:
-        restrict_writes(os.path.realpath(repo), also, mounts)
+        restrict_writes(os.path.realpath(repo), also, mounts, hide)
     except OSError as e:
         print(f"specflux sandbox: cannot confine the command with Landlock, so it did not run: {e.strerror or e}",
               file=sys.stderr)

@@ -267,21 +267,22 @@ class FileLock:
 
     def acquire(self) -> None:
         try:
-            import fcntl
+            import fcntl  # noqa: F401 - only to know whether flock exists here
         except ImportError:  # pragma: no cover - Windows
             import filelock
 
             self._fallback = filelock.FileLock(str(self.path))
             self._fallback.acquire()
             return
+        from specflux.base.lock_wait import note_holder, wait_for
+
+        fd = _open_lock(self.path)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as e:
-            where = self.path.parent if e.errno in (errno.EEXIST, errno.ENOTDIR) else self.path
-            raise FileSystemError(f"cannot take the lock: {_ADVICE.get(e.errno or 0, e.strerror)}",
-                                  _shown(where)) from None
-        fcntl.flock(fd, fcntl.LOCK_EX)
+            wait_for(fd, _shown(self.path), f"the lock {self.path.name}")
+        except BaseException:
+            os.close(fd)
+            raise
+        note_holder(fd)
         self._fd = fd
 
     def release(self) -> None:
@@ -290,6 +291,24 @@ class FileLock:
         elif self._fd is not None:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
+
+
+def _open_lock(path: Path) -> int:
+    """The lock file open for flock: for writing, created if need be; else, where this process may
+    not write there (an agent's `specflux` in the sandbox, where the engine's folder is read-only),
+    for reading, which is all flock needs, if the engine made it beforehand."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            try:
+                return os.open(path, os.O_RDONLY)
+            except OSError:
+                pass
+        where = path.parent if e.errno in (errno.EEXIST, errno.ENOTDIR) else path
+        raise FileSystemError(f"cannot take the lock: {_ADVICE.get(e.errno or 0, e.strerror)}",
+                              _shown(where)) from None
 
 
 @contextmanager

@@ -61,7 +61,7 @@ def cmd_list(args) -> int:
     from specflux.surface.views import list_table, summary_json
 
     manager = open_manager(args.root, commit=False)
-    rows = manager.summaries(args.status)
+    rows = manager.summaries(args.status, cached=True)  # display only: the cache may serve it
     if args.json:
         emit_json([summary_json(r) for r in rows])
     elif rows:

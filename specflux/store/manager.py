@@ -81,13 +81,14 @@ class TaskStateManager:
     def extract_chain_output(self, task_id: str) -> "ChainOutput | None":
         return self.load(task_id).chain_output()
 
-    def summaries(self, status: str | None = None) -> list[TaskSummary]:
-        """Every task's `list` row (unchanged files come from the summary cache)."""
+    def summaries(self, status: str | None = None, *, cached: bool = False) -> list[TaskSummary]:
+        """Every task's `list` row, read from the task files; with `cached`, for display only (`list`),
+        unchanged files' rows come from the summary cache (never for a decision: summary_cache.py)."""
         from specflux.store import summary_cache
 
         ids = self.ws.task_ids()
         if summary_cache.enabled():
-            rows = summary_cache.cached_rows(self.ws, ids, self.summary, TaskSummary)
+            rows = summary_cache.cached_rows(self.ws, ids, self.summary, TaskSummary, disk=cached)
             cfg = self.ws.config.archive
             for row in rows:
                 if row.error is None:
@@ -180,7 +181,7 @@ class TaskStateManager:
             raise UsageError("a task needs a title")
         deps = [check_id(d) for d in dependencies]
         self.ws.ensure_folder(self.ws.states_dir)
-        with locked([self.ws.dir / "locks" / "new.lock"]):
+        with locked([self.ws.state_dir / "locks" / "new.lock"]):
             task_id = check_id(task_id) if task_id else self._next_id()
             if self.path(task_id).exists():
                 raise Refused(f"task {task_id} already exists ({self.ws.relative(self.path(task_id))}); "

@@ -3,8 +3,14 @@
 A row is reused only while its file's size, inode, mtime and ctime are unchanged (any write,
 by specflux, an editor or git, changes ctime). Racy entries, written less than two seconds before
 the cache itself, are never stored, so a change in the same clock tick cannot hide. Broken files
-are never cached: their error is found afresh every time. The cache lives in
-`.specflux/cache/` (git-ignored); deleting it is always safe; SPECFLUX_CACHE=0 turns it off.
+are never cached: their error is found afresh every time. The cache lives in the engine's folder
+under the git directory (`<git dir>/specflux/cache/`, store/state_dir.py), which no sandboxed
+agent can write; deleting it is always safe; SPECFLUX_CACHE=0 turns it off.
+
+The rows it gives are for display (`list`, the board, the MCP server's list) and nothing else:
+what a decision needs (a task's status, whether its dependencies are complete, what is ready) is
+read from the task files themselves (`TaskStateManager.summaries(cached=False)`, the default), so
+a cache written by anything else than specflux can change what `list` shows, never what a run does.
 """
 
 from __future__ import annotations
@@ -46,12 +52,14 @@ def _key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], row_type) -> list:
+def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], row_type, disk: bool = True) -> list:
     """The rows for `ids`, from the cache where the file is unchanged, parsed (and cached) otherwise.
-    `parse(task_id, data=None)` gives a task's row (from `data`, the file's bytes, when given)."""
-    cache_file = ws.dir / "cache" / "summaries.json"
+    `parse(task_id, data=None)` gives a task's row (from `data`, the file's bytes, when given).
+    `disk=False`: for a decision, the on-disk cache is neither read nor written; only this process's
+    own memory of files it read (_RECENT) spares a parse."""
+    cache_file = ws.state_dir / "cache" / "summaries.json"
     root = str(ws.root)
-    entries = _entries(cache_file)
+    entries = _entries(cache_file) if disk else {}
     fresh: dict[str, list] = {}
     rows = []
     broken = False
@@ -74,11 +82,12 @@ def cached_rows(ws: "Workspace", ids: list[str], parse: Callable[..., object], r
             broken = broken or row.error is not None
             if key is not None and row.error is None and now - max(key[2], key[3]) > RACY_NS:
                 fresh[task_id] = [key, [getattr(row, f) for f in _FIELDS]]
-                _RECENT.pop(path, None)
+                if disk:  # (on the disk from now on; a decision keeps it in memory instead)
+                    _RECENT.pop(path, None)
         rows.append(row)
     # Written when it learns a row (a command that meets a broken file writes nothing). Entries
     # of changed files are dropped then, not before: a stale entry's key never matches its file.
-    if not broken and any(entries.get(task_id) != entry for task_id, entry in fresh.items()):
+    if disk and not broken and any(entries.get(task_id) != entry for task_id, entry in fresh.items()):
         _save(cache_file, fresh)
     return rows
 

@@ -107,7 +107,21 @@ class Workspace:
         return self.archives_dir / f"task-{task_id}-archive.md"
 
     def lock_path(self, task_id: str) -> Path:
-        return self.dir / "locks" / f"task-{task_id}.lock"
+        return self.state_dir / "locks" / f"task-{task_id}.lock"
+
+    @cached_property
+    def state_dir(self) -> Path:
+        """The engine's folder for this tree, out of agents' reach (store/state_dir.py)."""
+        from specflux.store.state_dir import tree_dir
+
+        return tree_dir(self.root)
+
+    @cached_property
+    def private_dir(self) -> Path:
+        """The engine's private folder: holds, keys, run locks (store/state_dir.py)."""
+        from specflux.store.state_dir import private_dir
+
+        return private_dir(self.root)
 
     def relative(self, path: Path) -> str:
         try:

@@ -313,9 +313,9 @@ def _exclusive(lock: Path) -> Iterator[None]:
         with filelock.FileLock(str(lock)):
             yield
     else:
-        import fcntl
+        from specflux.base.lock_wait import wait_for
 
         with lock.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            wait_for(handle.fileno(), str(lock), "specflux's commit lock")  # never for ever: it names its holder
             yield
 

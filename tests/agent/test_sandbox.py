@@ -312,7 +312,8 @@ def test_where_no_mount_namespace_can_be_made_landlock_says_the_top_level_is_clo
     assert not chosen.top_level and "--mounts" not in chosen.argv("true", repo, repo)
     assert chosen.describe() == (
         "run_command is sandboxed with Landlock: writes only inside the repository (not .git/ or .specflux/, "
-        "and no new files or folders at its top level) and its temp folder; the top level stays closed because "
+        "and no new files or folders at its top level) and its temp folder; it can still read the engine's private "
+        "folder (the runs' event keys: docs/engine-state.md); the top level stays closed because "
         "no mount namespace can be made here (unshare(CLONE_NEWUSER): Operation not permitted)")
 
 
@@ -526,7 +527,8 @@ def test_the_describe_lines():
         ".specflux/) and its temp folder")
     assert Sandbox("landlock", abi=7, top_level=False).describe() == (
         "run_command is sandboxed with Landlock: writes only inside the repository (not .git/ or "
-        ".specflux/, and no new files or folders at its top level) and its temp folder")
+        ".specflux/, and no new files or folders at its top level) and its temp folder; it can still read the "
+        "engine's private folder (the runs' event keys: docs/engine-state.md)")
     assert Sandbox("bwrap").describe() == (
         "run_command is sandboxed with bubblewrap: writes only inside the repository (not .git/ or "
         ".specflux/) and its temp folder")

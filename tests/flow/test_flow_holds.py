@@ -17,6 +17,8 @@ from helpers import fake_agent_plan as plan
 from helpers import specflux_process as specflux
 from test_flow import AGENT, DOCS, FIX, RIGHT, _background, _wait_for, project, start, status  # noqa: F401
 
+from specflux.store.workspace import Workspace
+
 
 def count(tmp_path: Path, role: str, task: str) -> int:
     counter = tmp_path / "agent-state" / f"{role}-{task}.count"
@@ -82,9 +84,9 @@ def test_a_killed_runs_holds_are_stale_and_resume_takes_them_back(project, tmp_p
     run_id = status(project)["runId"]
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    hold = json.loads((project / ".specflux" / "locks" / "holds" / "task-1.json").read_text())
+    hold = json.loads((Workspace(project).private_dir / "holds" / "task-1.json").read_text())
     assert hold["run"] == run_id, "the killed run's hold is still there, and stale"
     done = specflux(project, "flow", "resume", run_id, env=env, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     assert status(project)["status"] == "completed"
-    assert not list((project / ".specflux" / "locks" / "holds").glob("*.json")), "an ended run holds nothing"
+    assert not list((Workspace(project).private_dir / "holds").glob("*.json")), "an ended run holds nothing"

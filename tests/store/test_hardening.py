@@ -263,11 +263,13 @@ def test_an_immutable_task_file(ws, capsys):
 
 
 def test_locks_being_a_file(ws, capsys):
-    locks = ws / ".specflux" / "locks"
+    from specflux.store.workspace import Workspace
+
+    locks = Workspace(ws).state_dir / "locks"
     shutil.rmtree(locks, ignore_errors=True)
     locks.write_text("")
     err = refused(capsys, ws, "check", "1", "1")
-    assert ".specflux/locks: cannot take the lock" in err and "move it away" in err
+    assert f"{locks}: cannot take the lock" in err and "move it away" in err
 
 
 def test_init_and_demo_on_a_path_that_is_a_file(tmp_path, capsys):

@@ -36,11 +36,11 @@ def rows(capsys, ws):
 
 def test_rows_are_cached_and_reused(ws, capsys):
     first = rows(capsys, ws)
-    cache = json.loads((ws.dir / "cache" / "summaries.json").read_text())
+    cache = json.loads((ws.state_dir / "cache" / "summaries.json").read_text())
     assert set(cache["entries"]) == {"1", "2", "3"}
     # poison the cached title: a reused row shows it, proving the file was not parsed again
     cache["entries"]["2"][1][0] = "from the cache"
-    (ws.dir / "cache" / "summaries.json").write_text(json.dumps(cache))
+    (ws.state_dir / "cache" / "summaries.json").write_text(json.dumps(cache))
     again = rows(capsys, ws)
     assert again["2"]["title"] == "from the cache"
     assert again["1"] == first["1"]
@@ -66,19 +66,19 @@ def test_recent_files_are_not_cached_and_broken_files_never(ws, capsys, monkeypa
     assert sorted(p.name for p in (ws.dir).rglob("*")) == before, "a listing that meets a broken file writes nothing"
     ws.task_path("3").write_text(ws.task_path("3").read_text().replace('"nope"', '"pending"'))
     assert rows(capsys, ws)["3"]["status"] == "pending"
-    cache = ws.dir / "cache" / "summaries.json"
+    cache = ws.state_dir / "cache" / "summaries.json"
     entries = json.loads(cache.read_text())["entries"] if cache.exists() else {}
     assert "3" not in entries, "a file written a moment ago is racy: parsed again next time"
 
 
 def test_a_corrupt_cache_is_ignored_and_the_cache_can_be_off(ws, capsys, monkeypatch):
-    (ws.dir / "cache").mkdir()
-    (ws.dir / "cache" / "summaries.json").write_text("{not json")
+    (ws.state_dir / "cache").mkdir()
+    (ws.state_dir / "cache" / "summaries.json").write_text("{not json")
     assert rows(capsys, ws)["1"]["title"] == "task 1"
     monkeypatch.setenv("SPECFLUX_CACHE", "0")
-    (ws.dir / "cache" / "summaries.json").unlink()
+    (ws.state_dir / "cache" / "summaries.json").unlink()
     assert rows(capsys, ws)["2"]["title"] == "task 2"
-    assert not (ws.dir / "cache" / "summaries.json").exists()
+    assert not (ws.state_dir / "cache" / "summaries.json").exists()
 
 
 class Stat:
@@ -136,7 +136,7 @@ def test_a_save_removes_what_a_killed_save_left(ws, capsys):
     import sys
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    cache = ws.dir / "cache"
+    cache = ws.state_dir / "cache"
     cache.mkdir(exist_ok=True)
     stale = cache / f".summaries.json.{gone.stdout.strip()}.1.tmp"
     live = cache / f".summaries.json.{os.getppid()}.1.tmp"

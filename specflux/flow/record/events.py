@@ -8,7 +8,7 @@ step's events (`sync=False`), with the next synced one: one fsync per step. A li
 cuts it off first, so a crash never leaves a garbled log behind.
 
 Every line ends with a `mac`: an HMAC of the line, chained to the line before it, keyed by a
-secret kept outside the workspace (`.git/specflux-keys/`, run.py), which agents are not given.
+secret kept outside the workspace (the engine's private folder, run.py), which agents are not given.
 A line an agent appended or edited (a forged `task_status` claiming a task complete, from a
 lane's worktree through `../../..`, say) does not verify: `read_verified_from` marks it, the
 fold leaves it out, and the engine ends the run `failed` with `failureReason: "tampered"`.
@@ -39,10 +39,11 @@ class RunError(SpecfluxError):
 
 
 class EventLog:
-    def __init__(self, path: Path, shown_as: str | None = None, key: bytes | None = None):
+    def __init__(self, path: Path, shown_as: str | None = None, key: bytes | None = None,
+                 lock: Path | None = None):
         self.path = path
         self.shown_as = shown_as or str(path)
-        self._lock = path.with_name(path.name + ".lock")
+        self._lock = lock or path.with_name(path.name + ".lock")  # a run's is out of agents' reach: run.py
         self.key = key  # None: an unkeyed log (a run from before the chain, or its key is not here)
         self._end = 0  # the file's size after this process's last append (0: not known)
         self._last: tuple[int, str] = (0, "")  # that append's seq and mac: the chain goes on from them
@@ -188,11 +189,15 @@ class EventLog:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        import fcntl
+        from specflux.base.lock_wait import wait_for
 
-        fd = os.open(self._lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = os.open(self._lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            self._lock.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            wait_for(fd, str(self._lock), f"the lock of {self.shown_as}")
             yield
         finally:
             os.close(fd)

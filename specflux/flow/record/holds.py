@@ -1,9 +1,11 @@
 """One run per task at a time: a run holds the tasks it works on.
 
-`.specflux/locks/holds/task-<id>.json` names the run holding the task and the process driving it
+`holds/task-<id>.json`, in the engine's private folder (the git common dir's `specflux/private/`,
+out of every agent's reach: store/state_dir.py), names the run holding the task and the process driving it
 (pid, its start time, the host). A hold is live while that process is (the same pid with the same
 start time, so a reused pid is not mistaken for it) and its run has not ended; anything else is
-stale and may be taken. Claims are made under one `flock` (`locks/holds.lock`), so two
+stale and may be taken. Claims are made under one `flock` (`holds.lock` beside it; a wait for it
+ends after SPECFLUX_LOCK_TIMEOUT naming its holder: base/lock_wait.py), so two
 `flow start`s racing over the same tasks are told apart: the first claims, the second is refused,
 naming the run that holds them (or, with `--all`, takes only what is free).
 
@@ -46,22 +48,40 @@ def _me() -> dict[str, object]:
 class Holds:
     def __init__(self, ws: "Workspace"):
         self.ws = ws
-        self.dir = ws.dir / "locks" / "holds"
+        self.dir = ws.private_dir / "holds"
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Claims and releases, one process at a time."""
-        import fcntl
+        from specflux.base.lock_wait import note_holder, wait_for
 
         self.ws.ensure_folder(self.dir)
-        fd = os.open(self.dir.parent / "holds.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        lock = self.dir.parent / "holds.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            wait_for(fd, str(lock), "the lock of the runs' holds")
+            note_holder(fd)
             for stale in self.dir.glob(".task-*.tmp"):  # a kill mid-claim left it: holds are
                 stale.unlink(missing_ok=True)  # written under this lock only, so none is in use
+            self._take_old_holds()
             yield
         finally:
             os.close(fd)
+
+    def _take_old_holds(self) -> None:
+        """Move the holds an older specflux kept in `.specflux/locks/holds/` here (once)."""
+        old = self.ws.dir / "locks" / "holds"
+        if not old.is_dir() or old.is_symlink():
+            return
+        for path in old.glob("task-*.json"):
+            if not self._path(path.name[len("task-"):-len(".json")]).exists():
+                try:
+                    os.replace(path, self.dir / path.name)
+                except OSError:
+                    pass
+        import shutil
+
+        shutil.rmtree(old, ignore_errors=True)
 
     def _path(self, task_id: str) -> Path:
         return self.dir / f"task-{task_id}.json"
@@ -111,7 +131,7 @@ class Holds:
 
     def release(self, run_id: str) -> None:
         """Give up every hold of `run_id`."""
-        if not self.dir.is_dir():
+        if not self.dir.is_dir() and not (self.ws.dir / "locks" / "holds").is_dir():
             return
         with self.locked():
             for path in self.dir.glob("task-*.json"):

@@ -3,7 +3,8 @@
 `events.jsonl` is the truth; `state.json` (a snapshot folded from it, with the last `seq` it
 saw) and `narrative.md` are derived and rebuilt whenever they are missing or behind. The engine
 holds `engine.lock` while it drives the run, so a second engine is refused and a crashed one is
-recognised (its lock is free again).
+recognised (its lock is free again). The run's locks and key live in the engine's private folder
+(`locks_dir`, store/state_dir.py), not in the run folder an agent can read.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class Run:
         self.ws = ws
         self.id = run_id
         self.dir = ws.dir / "runs" / run_id
-        self.events = EventLog(self.dir / "events.jsonl", ws.relative(self.dir / "events.jsonl"), key=_read_key(ws, run_id))
+        self.events = EventLog(self.dir / "events.jsonl", ws.relative(self.dir / "events.jsonl"), key=_read_key(ws, run_id),
+                               lock=self.locks_dir / "events.lock")
         self._state: dict[str, Any] | None = None
         self._offset = 0
 
@@ -78,6 +80,12 @@ class Run:
         return sorted(found, key=lambda n: (n[:19], _started_at(ws.dir / "runs" / n / "events.jsonl"), n))
 
     # ----------------------------------------------------------------- paths
+
+    @property
+    def locks_dir(self) -> Path:
+        """The run's locks: in the engine's private folder, where no agent can open them (a lock
+        an agent can open for reading is a lock it can hold)."""
+        return self.ws.private_dir / "runs" / self.id
 
     @property
     def recordings_dir(self) -> Path:
@@ -186,7 +194,8 @@ class Run:
         """Held while an engine drives this run; a second engine is refused."""
         import fcntl
 
-        fd = os.open(self.dir / "engine.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self.ws.ensure_folder(self.locks_dir)
+        fd = os.open(self.locks_dir / "engine.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -203,10 +212,11 @@ class Run:
         """Whether some process holds the engine lock now."""
         import fcntl
 
-        path = self.dir / "engine.lock"
-        if not path.exists():
+        path = self.locks_dir / "engine.lock"
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
             return False
-        fd = os.open(path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -229,27 +239,53 @@ def _started_at(events: Path) -> str:
 
 
 def _keys_dir(ws: Workspace) -> Path:
-    """Where the runs' event keys live: inside the git directory (never in the work tree, never
-    committed, out of the agents' context), else with the workspace's locks."""
-    git_dir = ws.root / ".git"
-    return git_dir / "specflux-keys" if git_dir.is_dir() else ws.dir / "locks" / "keys"
+    """Where the runs' event keys live: the engine's private folder (store/state_dir.py), never
+    in the work tree, never committed, hidden from sandboxed agents."""
+    return ws.private_dir / "keys"
 
 
 def _read_key(ws: Workspace, run_id: str) -> bytes | None:
+    path = _keys_dir(ws) / run_id
     try:
-        return bytes.fromhex((_keys_dir(ws) / run_id).read_text().strip())
+        return bytes.fromhex(path.read_text().strip())
+    except FileNotFoundError:
+        return _old_key(ws, run_id, path)
     except (OSError, ValueError):
         return None
 
 
+def _old_key(ws: Workspace, run_id: str, path: Path) -> bytes | None:
+    """A run's key where an older specflux kept it (`.git/specflux-keys/`, `.specflux/locks/keys/`),
+    moved to `path` as it is found."""
+    from specflux.store.state_dir import old_places
+
+    places = old_places(ws.dir, ws.root)
+    for folder in (places.get("git_keys"), places["keys"]):
+        if folder is None:
+            continue
+        try:
+            key = bytes.fromhex((folder / run_id).read_text().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            _write_key(path, key)
+            (folder / run_id).unlink()
+        except OSError:
+            pass
+        return key
+    return None
+
+
 def _new_key(ws: Workspace, run_id: str) -> bytes:
-    folder = _keys_dir(ws)
-    folder.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)
-    path = folder / run_id
+    _write_key(_keys_dir(ws) / run_id, key)
+    return key
+
+
+def _write_key(path: Path, key: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, key.hex().encode())
     finally:
         os.close(fd)
-    return key
