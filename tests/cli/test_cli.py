@@ -220,12 +220,14 @@ def test_list_and_show_do_not_import_the_agent_stack(ws):
     assert "HEAVY []" in out
 
 
-def test_readme_lists_every_command_and_ci_runs_the_readme_test_command():
+def test_the_command_table_lists_every_command_and_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
+    table = (ROOT / "docs" / "commands.md").read_text()
+    assert "(docs/commands.md)" in readme
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     for name in sub.choices:
-        assert f"`specflux {name}" in readme, f"README does not document `specflux {name}`"
+        assert f"`specflux {name}" in table, f"docs/commands.md does not document `specflux {name}`"
     quick = re.search(r"## Quick start.*?```sh\n(.*?)```", readme, re.S).group(1).strip().splitlines()
     assert len(quick) == 2, "the quick start has exactly two commands"
     assert "specflux demo" in quick[0]
