@@ -75,12 +75,28 @@ def _finish(run, state) -> int:
           + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd") else ""))
     if status == "paused" and state.get("pausedFor") == "approval":
         print(f"  waiting for approval: specflux flow approve {run.id}  (or: flow reject {run.id} --note ...)")
+    said = _last_word(run, state)
+    if said:
+        print(f"  {said}")
     from specflux.base import interrupts
 
     if interrupts.pressed and status == "paused":  # Ctrl-C paused it: the shell's code for Ctrl-C
         print(f"  interrupted: `specflux flow resume {run.id}` goes on from here")
         return 130
     return 1 if status in ("failed", "user_exit") else 0
+
+
+def _last_word(run, state) -> str | None:
+    """What the run's last line says beyond the numbers: by how much it went past its budget, or,
+    paused because another run took its tasks, who took which and what to do (docs/runs.md)."""
+    if state["status"] == "failed" and state.get("failureReason") in ("budget_usd", "token_budget"):
+        from specflux.flow.workflow.limits import overshoot
+
+        return overshoot(run.events.read(), state)
+    paused = state.get("pausedFor") or ""
+    if state["status"] == "paused" and paused.startswith("holds:"):
+        return paused
+    return None
 
 
 def _agents(args):
