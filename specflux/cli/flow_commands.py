@@ -89,6 +89,9 @@ def _finish(run, state) -> int:
              f"{state['iteration']} step(s), {m['totalAttempts']} coder attempt(s), {m['totalReviews']} review(s); "
              f"{tokens_text(m)}; cost {cost_text(m)}"
              + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd") else "")]
+    said = _last_word(run, state)  # an overshoot, or who took the run's tasks
+    if said:
+        lines.append(f"  {said}")
     interrupted = interrupts.pressed and status == "paused"  # Ctrl-C (or SIGHUP, a closed pipe) paused it
     if interrupted and not interrupts.why:
         lines.append(f"  interrupted: `specflux flow resume {run.id}` goes on from here")
@@ -101,6 +104,19 @@ def _finish(run, state) -> int:
     if interrupted:
         return 130  # the shell's code for Ctrl-C
     return 1 if status in ("failed", "user_exit") else 0
+
+
+def _last_word(run, state) -> str | None:
+    """What the run's last line says beyond the numbers: by how much it went past its budget, or,
+    paused because another run took its tasks, who took which and what to do (docs/runs.md)."""
+    if state["status"] == "failed" and state.get("failureReason") in ("budget_usd", "token_budget"):
+        from specflux.flow.workflow.limits import overshoot
+
+        return overshoot(run.events.read(), state)
+    paused = state.get("pausedFor") or ""
+    if state["status"] == "paused" and paused.startswith("holds:"):
+        return paused
+    return None
 
 
 def _agents(args):

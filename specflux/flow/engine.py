@@ -76,6 +76,7 @@ class Engine:
         self._deciding: dict[str, Any] | None = None  # the finished step being decided on
         self._watcher: StopWatcher | None = None  # one for every step of a drive
         self._journaled = False  # this step's effects were journaled: the log was fsynced then
+        self.recheck: Callable[[], str | None] | None = None  # why its holds are lost (holds_check.py)
 
     # ----------------------------------------------------------------- driving
 
@@ -136,7 +137,7 @@ class Engine:
         if not self._obey_controls():
             return False
         state = self.run.state()
-        if state["status"] != "running":
+        if state["status"] != "running" or self._holds_lost():
             return False
         step = in_flight(state) or next(iter(waiting(state)), None)
         if step is None:
@@ -153,11 +154,17 @@ class Engine:
         self._perform(step)
         return True
 
-    @staticmethod
-    def _limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None) -> str | None:
-        """The limit starting `step` would pass, as `reason: what, with the numbers`: the run's
-        iteration cap, its token budget, or the step's task going round without a change."""
-        return limit_reached(state, step)
+    def _limit_reached(self, state: dict[str, Any], step: dict[str, Any] | None = None) -> str | None:
+        """The limit starting `step` would pass, as `reason: what, with the numbers` (limits.py)."""
+        return limit_reached(state, step, events=self.run.events.read)
+
+    def _holds_lost(self) -> bool:
+        """Another run took this run's tasks, or their holds are gone: pause, saying who and what to do."""
+        why = self.recheck() if self.recheck is not None else None
+        if why:
+            self._record({"type": "status", "status": "paused", "pausedFor": why})
+            self.say(f"paused: {why}")
+        return bool(why)
 
     def _tampered(self) -> bool:
         """A line of the event log that specflux did not write (its chain does not verify): the
@@ -408,6 +415,10 @@ class Engine:
                 self.say(f"task {task_id} accepted untested: {untested}")
                 reason = f"accepted untested: {untested}"
         else:
+            from specflux.flow.steps.reconcile import kept_complete
+
+            if kept_complete(self.manager, self.run.id, task, wanted, self.say, self._record):
+                return  # another run's (or a person's) result is never overwritten
             if verb == "failed":
                 from specflux.flow.steps.settle import withdraw_claims
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from specflux.base.errors import NotFoundError, Refused, UsageError
 from specflux.flow.record.events import RunError
 from specflux.flow.record.holds import Holds, describe
+from specflux.flow.record.holds_check import recheck
 from specflux.flow.steps.roles import Agents
 from specflux.flow.record.run import Run
 from specflux.flow.state import FINISHED
@@ -199,6 +200,8 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
                        "(use `specflux flow pause/stop` from here)")
     holds = Holds(manager.ws)
     with holds.locked():
+        _reconcile(manager, run, say)  # what others completed while it was not driven is not worked again
+        state = run.state()
         mine = [t["id"] for t in state.get("tasks") or [] if t["status"] not in ("complete", "failed", "blocked")]
         held = holds.held(mine, other_than=run.id)
         if held:
@@ -207,13 +210,26 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
         holds.claim(run.id, mine)
     try:
         return _drive(manager, run, flow, agents, say=say, moments=moments, stamps=stamps, stamp_clock=stamp_clock,
-                      order=order)
+                      order=order, recheck=lambda: recheck(holds, run))
     finally:
         holds.release(run.id)
 
 
+def _reconcile(manager: "TaskStateManager", run: Run, say: Callable[[str], None]) -> None:
+    """Close the run's tasks that another run or a person completed since (steps/reconcile.py);
+    in a parallel run, the lanes it had opened for them are kept on branches first."""
+    from specflux.flow.steps.reconcile import reconcile
+
+    closed = reconcile(manager, run, say)
+    if closed and (run.state().get("parallel") or 1) > 1 and manager.git is not None:
+        from specflux.flow.lanes.stopped import keep_lanes
+
+        for task_id, branch in keep_lanes(manager.git.root, run, only=closed).items():
+            say(f"task {task_id}: this run's own attempt is kept on {branch}")
+
+
 def _drive(manager: "TaskStateManager", run: Run, flow, agents: Agents, *, say, moments, stamps, stamp_clock,
-           order) -> dict[str, Any]:
+           order, recheck) -> dict[str, Any]:
     from specflux.flow.workflow.edges import spec_for
     from specflux.flow.engine import Engine
     from specflux.flow.steps.roles import Roles
@@ -233,9 +249,11 @@ def _drive(manager: "TaskStateManager", run: Run, flow, agents: Agents, *, say, 
         cfg = manager.ws.config.flow
         worktrees = Worktrees(git.root, run.id, setup=cfg.worktree_setup, setup_timeout_s=cfg.worktree_setup_timeout_s)
         roles = Roles(manager, run, agents, say, cancel=threading.Event())
-        return ParallelEngine(manager, run, spec_for(flow, manager.ws.root, lanes), roles, worktrees=worktrees,
-                              order=order, **options).drive()
-    engine = Engine(manager, run, spec_for(flow, manager.ws.root), Roles(manager, run, agents, say), **options)
+        engine = ParallelEngine(manager, run, spec_for(flow, manager.ws.root, lanes), roles, worktrees=worktrees,
+                                order=order, **options)
+    else:
+        engine = Engine(manager, run, spec_for(flow, manager.ws.root), Roles(manager, run, agents, say), **options)
+    engine.recheck = recheck  # before each step: does the run still hold its tasks?
     return engine.drive()
 
 

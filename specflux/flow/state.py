@@ -297,6 +297,23 @@ def _task_status(state: dict, e: dict) -> None:
             state["metrics"][metric] -= 1
 
 
+def _task_reconciled(state: dict, e: dict) -> None:
+    """A task completed since by another run or a person (flow/steps/reconcile.py): closed, not
+    counted as this run's, its open steps dropped; with nothing left in flight, the run asks its
+    workflow again what to do, as at its start (a new boot)."""
+    task = next((t for t in state["tasks"] if t["id"] == e["taskId"]), None)
+    if task is None:
+        return
+    task["status"] = e["status"]
+    task["reason"] = task["completedBy"] = e.get("by") or "outside this run"
+    for step_id in [k for k, s in state["openSteps"].items() if s.get("taskId") == e["taskId"]]:
+        del state["openSteps"][step_id]
+    if not any(s["status"] in ("WAITING", "RUNNING") for s in state["openSteps"].values()):
+        state["booted"] = False
+        state.pop("bootMoment", None)
+        state.pop("finalized", None)
+
+
 def _lane_opened(state: dict, e: dict) -> None:
     state.setdefault("lanes", {})[e["taskId"]] = {k: e.get(k) for k in ("stepId", "worktree", "branch", "base", "previous")}
 
@@ -326,6 +343,7 @@ _HANDLERS = {
     "task_changed": _task_changed,
     "lane_opened": _lane_opened,
     "lanes_kept": _lanes_kept,
+    "task_reconciled": _task_reconciled,
 }
 
 

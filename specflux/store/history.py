@@ -14,6 +14,19 @@ if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
 
 
+KEPT = "refs/heads/specflux/stopped/"  # where a run that ended keeps its lanes' unfinished work
+
+
+def kept_revs(root) -> tuple[str, ...]:
+    """What `git log` reads besides HEAD so that sessions kept on `specflux/stopped/*` branches (a
+    parallel run that ended before merging them, flow/lanes/stopped.py) count: () when there are none."""
+    from specflux.vcs.process import run_git as _run
+
+    if not _run(("for-each-ref", "--count=1", "--format=%(refname)", KEPT), root).stdout.strip():
+        return ()
+    return ("HEAD", f"--glob={KEPT}*")
+
+
 def task_history(manager: "TaskStateManager", task_id: str) -> list[dict[str, Any]]:
     """Newest first: commit, date, session, status, subject, and usage where the session had any."""
     task_id = check_id(task_id)
@@ -22,7 +35,7 @@ def task_history(manager: "TaskStateManager", task_id: str) -> list[dict[str, An
         return []
     paths = [manager.path(task_id), manager.ws.archive_path(task_id)]
     out = []
-    for c in git.history(paths):
+    for c in git.history(paths, kept_revs(git.root)):
         t = c.trailers
         if t.get("Specflux-Task") not in (None, task_id):
             continue  # a commit of another task that only wired this one

@@ -63,9 +63,10 @@ def usage_stats(manager: "TaskStateManager") -> dict[str, Any]:
     git = manager.git
     if git is None:
         return out
+    from specflux.store.history import kept_revs
     from specflux.vcs.process import run_git
 
-    done = run_git(("log", "--no-show-signature", "--grep=^Specflux-Stop: ", _FORMAT), git.root)
+    done = run_git(("log", *kept_revs(git.root), "--no-show-signature", "--grep=^Specflux-Stop: ", _FORMAT), git.root)
     if done.returncode:
         return out  # no commits yet
     for record in done.stdout.split("\x1e")[1:]:

@@ -158,11 +158,11 @@ class Git:
         with _exclusive(git_dir / "specflux-commit.flock"):
             return SessionCommitter(self.root, git_dir, self._git, self._git_raw).commit(baseline, given, message)
 
-    def history(self, paths: Sequence[str | Path]) -> list[Commit]:
-        """Commits touching any of `paths`, newest first."""
+    def history(self, paths: Sequence[str | Path], revs: Sequence[str] = ()) -> list[Commit]:
+        """Commits touching any of `paths`, newest first (reachable from HEAD, or from `revs`)."""
         if not paths:
             return []
-        return self._log("--", *(literal_pathspec(self._relative(p)) for p in paths))
+        return self._log(*revs, "--", *(literal_pathspec(self._relative(p)) for p in paths))
 
     def commits_since(self, base: str, paths: Sequence[str | Path]) -> list[Commit]:
         """Commits after `base` (all of them when "") up to HEAD touching any of `paths`, newest

@@ -57,12 +57,13 @@ def test_budget_usd_stops_the_run_between_steps_with_the_numbers(project, tmp_pa
     state = status(project)
     assert state["budgetUsd"] == 0.5
     assert (state["status"], state["failureReason"]) == ("failed", "budget_usd")
-    assert state["failureDetail"] == "the run spent $0.6000 of its budget of $0.50"
+    assert state["failureDetail"] == ("the run spent $0.6000 of its budget of $0.50; over the budget by $0.1000: "
+                                      "1 session was in flight when it was reached")
     assert state["metrics"]["costUsd"] == 0.6 and state["taskMetrics"]["1"]["costUsd"] == 0.6
     assert state["metrics"]["inputTokens"] == 10000 and state["metrics"]["usageUnknown"] == 0
     assert state["iteration"] == 2, "the third step never started"
     narrative = specflux(project, "flow", "log").stdout
-    assert "run failed (budget_usd: the run spent $0.6000 of its budget of $0.50)" in narrative
+    assert "run failed (budget_usd: the run spent $0.6000 of its budget of $0.50; over the budget by $0.1000" in narrative
     shown = specflux(project, "flow", "status").stdout
     assert "cost $0.6000 of a budget of $0.50" in shown, shown
     t = last_session(project)
@@ -90,7 +91,7 @@ def test_an_agent_in_flight_is_stopped_when_its_streamed_cost_passes_what_is_lef
     assert took < 40, f"the agent was left running: {took:.0f}s"
     state = status(project)
     assert (state["budgetUsd"], state["failureReason"]) == (0.1, "budget_usd")
-    assert state["failureDetail"] == "the run spent $0.3000 of its budget of $0.10"
+    assert state["failureDetail"].startswith("the run spent $0.3000 of its budget of $0.10; over the budget by $0.2000")
     t = last_session(project)
     assert (t["Specflux-Stop"], t["Specflux-Model"], t["Specflux-Cost-Usd"]) == ("budget_usd", "claude-sonnet-4-5",
                                                                                "0.300000")

@@ -133,6 +133,8 @@ def test_a_task_that_fails_in_its_lane_is_not_merged_and_its_log_is_kept(project
     assert not (project / "PEARS.md").exists()  # nothing of the failed lane's change is merged
     text = (project / ".specflux" / "task-states" / "task-2-state.md").read_text()
     assert text.count("### Session ") == 4, "the failed lane's sessions were not carried over"
+    kept = f"specflux/stopped/{state['runId']}/2"  # its change too, on a branch of its own (docs/runs.md)
+    assert state["stoppedBranches"] == {"2": kept} and git(project, "show", f"{kept}:PEARS.md") == "half done\n"
     no_lanes_left(project)
 
 

@@ -387,7 +387,7 @@ def test_the_run_wide_token_budget_stops_before_the_next_step_and_the_model_is_s
     code, out, err = start(capsys, project, "1", "--token-budget", "150", "--model", "claude-test-model")
 
     assert code == 1, out + err
-    assert "failed (token_budget: the run used 240 tokens of its budget of 150)" in out
+    assert "failed (token_budget: the run used 240 tokens of its budget of 150; over the budget by 90 tokens" in out
     assert len(server.requests) == 2, "the coder's session ran (240 tokens); the reviewer never started"
     assert {body["model"] for body in server.requests} == {"claude-test-model"}
     state = status(capsys, project)

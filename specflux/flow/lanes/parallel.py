@@ -29,6 +29,7 @@ from specflux.flow.engine import Engine
 from specflux.flow.record.stop_watch import POLL_S
 from specflux.flow.steps.roles import Interrupted, StepResult
 from specflux.flow.state import FINISHED, lane_view, waiting
+from specflux.flow.lanes.shares import Share, Shares
 from specflux.flow.lanes.worktrees import UserBusy, Worktrees
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class ParallelEngine(Engine):
         self.running: dict[str, threading.Thread] = {}
         self._tidied = False
         self._merge_again_at = 0.0
+        self.shares = Shares()  # what the sessions in flight hold of the run's budgets
 
     def drive(self) -> dict[str, Any]:
         try:
@@ -87,8 +89,9 @@ class ParallelEngine(Engine):
         if "stop" in wanted:
             self._stop_lanes("stopped by `flow stop`")
             self._handled("stop", "pause")
-            self._keep_stopped()
             self._finish("user_exit", None)
+            return False
+        if self._holds_lost():
             return False
         pausing = "pause" in wanted
         if pausing and not self.running:
@@ -122,7 +125,8 @@ class ParallelEngine(Engine):
                 return False
             for step in state["openSteps"].values():
                 if step["status"] == "RUNNING" and step["stepId"] not in self.running:
-                    self._launch(step, resumed=True)
+                    share = self.shares.take(step, state, self.width - len(self.running))  # (None: by the lanes)
+                    self._launch(step, resumed=True, share=share)
                     progressed = True
             answered = any(c["action"] in ("approve", "reject") for c in state["controls"])
             for step in waiting(state):
@@ -145,12 +149,14 @@ class ParallelEngine(Engine):
                 if len(self.running) >= self.width:
                     continue
                 limit = self._limit_reached(state, step)
-                if limit:
+                share = None if limit else self.shares.take(step, state, self.width - len(self.running))
+                if share is None:  # the budget is spent, or spoken for by the sessions in flight
                     if not self.running:
-                        self._finish("failed", limit)
+                        self._finish("failed", limit or self._limit_reached(state) or
+                                     "budget_usd: what is left of the run's budget is too little to start a session")
                         return False
                     continue
-                self._launch(step, resumed=False)
+                self._launch(step, resumed=False, share=share)
                 progressed = True
                 break
         if held and not self.running:  # nothing else can go on: wait for the user
@@ -169,6 +175,7 @@ class ParallelEngine(Engine):
             self._record({"type": "status", "status": "paused", "pausedFor": "user"})
             return False
         self.running.pop(step["stepId"]).join()
+        self.shares.give_back(step["stepId"])
         if result == "interrupted":  # an agent stopped without `flow stop`: pause; `flow resume` runs it again
             self.cancel.set()
             self._drain(record=False)
@@ -189,9 +196,22 @@ class ParallelEngine(Engine):
         self.order.pop(0)
         return self.early.pop(want)
 
+    def _holds_lost(self) -> bool:
+        """As the sequential engine's; the lanes' agents are stopped first (their steps run again
+        on `flow resume`, as after Ctrl-C)."""
+        why = self.recheck() if self.recheck is not None else None
+        if not why:
+            return False
+        if self.running:
+            self.cancel.set()
+            self._drain(record=False)
+        self._record({"type": "status", "status": "paused", "pausedFor": why})
+        self.say(f"paused: {why}")
+        return True
+
     # ----------------------------------------------------------------- one lane's step
 
-    def _launch(self, step: dict[str, Any], resumed: bool) -> None:
+    def _launch(self, step: dict[str, Any], resumed: bool, share: Share | None = None) -> None:
         task_id = step.get("taskId")
         if not task_id:
             raise SpecfluxError(f"step {step['stepId']} ({step['kind']}) names no task: parallel lanes run tasks")
@@ -202,7 +222,7 @@ class ParallelEngine(Engine):
             self.say(f"resuming step {step['stepId']} ({step['kind']} on task {task_id}), interrupted before")
         self.say(f"{step['kind']} on task {task_id} (step {step['stepId']}, lane {lane['branch']})")
         key, stamp = self._try_of(step)
-        roles = self.roles.in_lane(self._lane_manager(Path(lane["worktree"])), note, lanes=self.width)
+        roles = self.roles.in_lane(self._lane_manager(Path(lane["worktree"])), note, lanes=self.width, share=share)
         view = lane_view(self.run.state(), task_id)
         thread = threading.Thread(target=self._work, args=(step, roles, view, resumed, key, stamp, Path(lane["worktree"])),
                                   name=f"lane-{task_id}", daemon=True)
@@ -410,6 +430,7 @@ class ParallelEngine(Engine):
         state = self.run.state()
         steps += [state["openSteps"][step_id] for step_id in pending]  # still running: given up on
         self.running.clear()
+        self.shares.clear()
         return steps if record else []
 
     def _tidy(self) -> None:
@@ -433,7 +454,10 @@ class ParallelEngine(Engine):
 
     def _finish(self, status: str, reason: str | None) -> None:
         """As the sequential engine's, the lanes' worktrees and branches removed first: a kill
-        while they are removed leaves a run that has not ended, which `flow resume` tidies and ends."""
+        while they are removed leaves a run that has not ended, which `flow resume` tidies and ends.
+        However the run ends (a limit, `flow stop`, an error), each unfinished lane's work is kept
+        on `specflux/stopped/<run>/<task>` before its branch goes (stopped.py)."""
+        self._keep_stopped()
         if not self.running:
             self.worktrees.clean()
         super()._finish(status, reason)

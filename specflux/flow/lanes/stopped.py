@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from specflux.vcs.process import run_git as _run
 
@@ -22,14 +22,19 @@ if TYPE_CHECKING:
 PREFIX = "specflux/stopped/"
 
 
-def keep_lanes(root: Path, run: "Run") -> dict[str, str]:
-    """Keep the unfinished lanes' work of `run` on branches; {task: branch} of those kept."""
+def keep_lanes(root: Path, run: "Run", only: Iterable[str] | None = None) -> dict[str, str]:
+    """Keep the unfinished lanes' work of `run` (of the tasks `only`, when given) on branches;
+    {task: branch} of those kept. A task this run completed has its lane merged: nothing to keep;
+    one completed by another run meanwhile (`completedBy`) keeps this run's attempt too."""
     state = run.state()
-    done = {t["id"] for t in state.get("tasks") or [] if t["status"] == "complete"}
+    done = {t["id"] for t in state.get("tasks") or [] if t["status"] == "complete" and not t.get("completedBy")}
+    wanted = None if only is None else set(only)
     kept = {}
     for task_id, lane in sorted((state.get("lanes") or {}).items()):
-        if task_id in done:
+        if task_id in done or (wanted is not None and task_id not in wanted):
             continue
+        if task_id in (state.get("stoppedBranches") or {}):
+            continue  # kept already
         worktree = Path(lane.get("worktree") or "")
         if worktree.is_dir():
             _commit_leftovers(worktree, task_id, run.id)

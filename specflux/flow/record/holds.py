@@ -142,6 +142,16 @@ class Holds:
                     continue
 
 
+    def hold_of(self, task_id: str) -> dict | None:
+        """The hold on `task_id` as it is written (run, pid, started, host), live or not; None when
+        there is none (or it cannot be read)."""
+        try:
+            hold = json.loads(self._path(task_id).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return hold if isinstance(hold, dict) else None
+
+
 def describe(held: dict[str, str]) -> str:
     """`task 1 (run X), task 2 (run X)` for a refusal."""
     return ", ".join(f"task {t} (run {r})" for t, r in held.items())

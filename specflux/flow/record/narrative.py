@@ -36,6 +36,8 @@ def line(event: dict[str, Any]) -> str | None:
         return f"{at} decision: {why}" + (" (finalize)" if d.get("finalize") else "")
     if kind == "lanes_kept":
         return f"{at} unfinished work kept: " + ", ".join(f"task {t} on {b}" for t, b in event["branches"].items())
+    if kind == "task_reconciled":
+        return f"{at} task {event['taskId']} was completed by {event.get('by')} since this run last drove it: not worked again"
     if kind == "task_status":
         reason = f" ({event['reason']})" if event.get("reason") else ""
         return f"{at} task {event['taskId']} is {event['status']}{reason}"

@@ -96,15 +96,17 @@ class Roles:
         self._lanes = 1
         self._budget_left: int | None = None
         self._budget_left_usd: float | None = None
+        self._share: Any = None  # (a lane's step: lanes/shares.py)
 
-    def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1) -> "Roles":
+    def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1, share: Any = None) -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
         parallel run gives each step its own, so steps in different threads share nothing.
         `note` goes first in the coder's context (why this attempt starts where it does);
-        `lanes`: how many share what is left of the run's token budget."""
+        `lanes`: how many share what is left of the run's budgets; or `share`: lanes/shares.py."""
         roles = Roles(manager, self.run, self.agents, self.say, self.cancel)
         roles._note = note
         roles._lanes = max(1, lanes)
+        roles._share = share
         return roles
 
     def perform(self, step: dict[str, Any], state: dict[str, Any], resumed: bool = False, key: str = "",
@@ -116,10 +118,13 @@ class Roles:
         self._resumed = resumed
         self._key = key or f"{step['stepId']}#1"
         self._stamp = stamp
-        left = _budget_left(state)
+        from specflux.flow.workflow.limits import budget_left
+
+        left, money = budget_left(state)
         self._budget_left = None if left is None else left // self._lanes  # lanes at once: a share each
-        money = _budget_left_usd(state)
         self._budget_left_usd = None if money is None else max(money, 0.0) / self._lanes
+        if self._share is not None:  # what the run gave this lane's step of its budgets
+            self._budget_left, self._budget_left_usd = self._share.tokens, self._share.usd
         kind = step["kind"]
         if kind == "coder":
             return self.coder(step, state)
@@ -407,24 +412,6 @@ def retry_context(state: dict[str, Any], task_id: str) -> str:
     if lines:
         lines.append("Fix exactly these; the tests are run again after your session.")
     return "\n".join(lines)
-
-
-def _budget_left(state: dict[str, Any]) -> int | None:
-    """Tokens the run may still spend, or None without a run-wide budget."""
-    from specflux.flow.state import BUDGET_KEYS
-
-    budget = state.get("tokenBudget")
-    if not budget:
-        return None
-    return budget - sum((state.get("metrics") or {}).get(k, 0) for k in BUDGET_KEYS)
-
-
-def _budget_left_usd(state: dict[str, Any]) -> float | None:
-    """US dollars the run may still spend, or None without a money budget."""
-    budget = state.get("budgetUsd")
-    if not budget:
-        return None
-    return budget - (state.get("metrics") or {}).get("costUsd", 0.0)
 
 
 def _usage(report) -> dict[str, Any]:

@@ -21,7 +21,7 @@ Every limit that ends a run says which it is and the numbers (`failureReason`, `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from specflux.flow.state import BUDGET_KEYS
 
@@ -50,9 +50,20 @@ def default_run_cap(tasks: int, per_task: int | None) -> int:
     return max(FLOOR, min(CEILING, max(1, tasks) * (per_task or DEFAULT_TASK_STEPS) + 1))
 
 
-def limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None) -> str | None:
+def limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None,
+                  events: Callable[[], Iterable[dict[str, Any]]] | None = None) -> str | None:
     """The limit that starting `step` would pass, as `reason: what happened, with the numbers`,
-    or None: the run's step cap, its token budget, or the step's task stalled."""
+    or None: the run's step cap, its token budget, or the step's task stalled. With `events` (the
+    run's log, read only when a budget is reached), a budget's reason says by how much the
+    sessions in flight went past it (`overshoot`)."""
+    reason = _limit(state, step)
+    if reason and events is not None and reason.startswith(("budget_usd:", "token_budget:")):
+        over = overshoot(events(), state)
+        reason += f"; {over}" if over else ""
+    return reason
+
+
+def _limit(state: dict[str, Any], step: dict[str, Any] | None) -> str | None:
     cap = state.get("maxIterations")
     if cap and state["iteration"] >= cap:
         return f"max_iterations: the run took {state['iteration']} steps, its cap (maxIterations) is {cap}"
@@ -72,3 +83,49 @@ def limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None) -> 
             return (f"stalled: task {task_id} went {seen['rounds'] + 1} coder rounds in a row with no change in the "
                     f"repository's tree, the tests' result or the reviewer's issues (stall_rounds = {rounds})")
     return None
+
+
+def overshoot(events: Iterable[dict[str, Any]], state: dict[str, Any]) -> str | None:
+    """How far past its money or token budget the run went, and how many sessions were in flight
+    when it got there (started before the step that reached the budget ended, ended with it or
+    after): `over the budget by $0.1100: 3 sessions were in flight when it was reached`. None when
+    the run is within its budgets."""
+    metrics = state.get("metrics") or {}
+    budget_usd, budget_tokens = state.get("budgetUsd"), state.get("tokenBudget")
+    used = sum(metrics.get(k, 0) for k in BUDGET_KEYS)
+    if budget_usd and metrics.get("costUsd", 0.0) > budget_usd + 1e-9:
+        money, budget, over = True, budget_usd, f"${metrics['costUsd'] - budget_usd:,.4f}"
+    elif budget_tokens and used > budget_tokens:
+        money, budget, over = False, budget_tokens, f"{used - budget_tokens:,} tokens"
+    else:
+        return None
+    started: dict[str, int] = {}
+    sessions: list[tuple[int, int]] = []  # (started, finished) seq of each session that spent
+    spent, reached = 0.0, None
+    for e in events:
+        if e["type"] == "step_started":
+            started[e["stepId"]] = e["seq"]
+        elif e["type"] == "step_finished" and e.get("usage") and not e["usage"].get("unknown"):
+            sessions.append((started.get(e["stepId"], e["seq"]), e["seq"]))
+            spent = round(spent + _spent(e["usage"], money), 6)
+            if reached is None and spent >= budget:
+                reached = e["seq"]
+    if reached is None:
+        return f"over the budget by {over}"
+    n = sum(1 for began, ended in sessions if began < reached <= ended)
+    return f"over the budget by {over}: {n} session{'s were' if n != 1 else ' was'} in flight when it was reached"
+
+
+def _spent(usage: dict[str, Any], money: bool) -> float:
+    """What one session's usage counts against the money (or else the token) budget."""
+    if money:
+        return usage.get("costUsd") or 0.0
+    return sum(usage.get(k, 0) or 0 for k in BUDGET_KEYS)
+
+
+def budget_left(state: dict[str, Any]) -> tuple[int | None, float | None]:
+    """What the run may still spend: tokens and US dollars (None where it has no such budget)."""
+    metrics = state.get("metrics") or {}
+    tokens, usd = state.get("tokenBudget"), state.get("budgetUsd")
+    return (tokens - sum(metrics.get(k, 0) for k in BUDGET_KEYS) if tokens else None,
+            usd - metrics.get("costUsd", 0.0) if usd else None)
