@@ -107,8 +107,8 @@ def uncounted(usage: "Usage", token_budget: int | None, budget_usd: float | None
         return None
     budgets = [name for name, limit in (("token budget", token_budget), ("budget in money", budget_usd))
                if limit is not None]
-    if not usage.why and not budgets:
-        return None
+    if not usage.why and budget_usd is None:
+        return None  # an agent that prints no usage, under the token budgets every session has: nothing new to say
     said = usage.why or "the agent printed no usage specflux can read"
     if budgets:
         said += f"; the {' and the '.join(budgets)} could not count this session"

@@ -184,7 +184,9 @@ def cmd_complete(args) -> int:
 
 @command("handoff")
 def cmd_handoff(args) -> int:
-    outcome = open_manager(args.root, commit=False).hand_off(args.id, args.summary, args.downstream)
+    from specflux.store.handoff import hand_off
+
+    outcome = hand_off(open_manager(args.root, commit=False), args.id, args.summary, args.downstream)
     notices(outcome)
     print(f"task {outcome.task_id}: chain output written (not complete: `specflux complete`, or the run, decides)")
     return 0

@@ -68,8 +68,11 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     cfg = manager.ws.config.flow
     from specflux.agent.metering import for_run  # budgets the agent's output cannot feed: refused or said
 
-    unmetered = for_run(manager, agents.kind, agents.cmd, agents.model, agents.allow_unmetered,
-                        token_budget or cfg.token_budget or None, budget_usd or cfg.budget_usd or None, bool(budget_usd))
+    from specflux.store.config import FlowConfig
+
+    chosen_tokens = token_budget or (cfg.token_budget if cfg.token_budget != FlowConfig.token_budget else None)
+    unmetered = for_run(manager, agents.kind, agents.cmd, agents.model, agents.allow_unmetered,  # the default token
+                        chosen_tokens, budget_usd or cfg.budget_usd or None, bool(budget_usd))  # budget: not announced
     if unmetered:
         say(f"warning: {unmetered}")
     per_task = task_step_limit(flow, parallel)

@@ -362,26 +362,6 @@ class TaskStateManager:
                 )
         return outcome
 
-    def hand_off(self, task_id: str, summary: str, downstream: str | None = None) -> Outcome:
-        """Write the chain output alone: no status change, no wiring, no commit. What an agent CLI
-        calls inside a workflow run (which decides the status itself) and what a person writes
-        before `complete`; `complete` later keeps it when given the same text."""
-        task_id = check_id(task_id)
-        if not summary.strip():
-            raise UsageError("a chain output needs a summary (--summary)")
-        outcome = Outcome(task_id)
-        with self.changing([task_id], outcome) as pending:
-            doc = self.load(task_id)
-            edits = doc.chain_output_edits(summary, downstream)
-            written = TaskDocument(apply_edits(doc.text, edits), doc.path)
-            out = written.chain_output()
-            if out is None or not out.summary:
-                raise doc.hidden_by(min(e.start for e in edits)) or doc.error(
-                    "the chain output would not be readable where it would be written; nothing was written",
-                    min(e.start for e in edits))
-            pending.files.write(self.path(task_id), written.text)
-        return outcome
-
     def update(
         self,
         task_id: str,
