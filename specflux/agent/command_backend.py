@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from specflux.agent.presets import Preset
 
 TAIL_LINES = 20  # of stderr, quoted in the error when the agent fails
+EXITED = "the agent command exited with"  # how a session's error starts when its CLI failed (flow/steps/attempt.py)
+COULD_NOT_START = "the agent command could not start"
 OUTPUT_KEEP_CHARS = 1 << 20  # of stdout, parsed for usage after exit: the result comes last
 SETUP_FAILURE_S = 1.0  # a shell that cannot start the program gives up at once
 _SETUP_FAILURE = re.compile(r"not found|no such file or directory|permission denied", re.IGNORECASE)
@@ -357,7 +359,7 @@ class CommandBackend:
         outcome.stop = "error"
         outcome.setup_error = _setup_failure(code, seconds, stderr)
         if outcome.setup_error:
-            what = f"the agent command could not start (exit {code}; a setup error: check --cmd)"
+            what = f"{COULD_NOT_START} (exit {code}; a setup error: check --cmd)"
         else:
-            what = f"the agent command exited with {code}"
+            what = f"{EXITED} {code}"
         outcome.error = what + (f":\n{stderr}" if stderr else "")
