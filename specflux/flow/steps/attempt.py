@@ -57,6 +57,14 @@ def retry_context(state: dict[str, Any], task_id: str) -> str:
         return ""
     last_coder = coder.get("taskId") == task_id
     lines: list[str] = []
+    if review.get("taskId") == task_id and review.get("noVerdict") and \
+            (not last_coder or (coder.get("selfValidation") or {}).get("passed")):
+        issues = [i.get("description") for i in review.get("issues", [])]
+        lines = [f"## Why the task is worked again (attempt {attempts} of this task)",
+                 "The reviewer gave no verdict (this is not a rejection of your work):",
+                 *(f"- {i}" for i in issues),
+                 "Check your work against each acceptance criterion; it is reviewed again after your session."]
+        return "\n".join(lines)
     if review.get("taskId") == task_id and not review.get("approved") and \
             (not last_coder or (coder.get("selfValidation") or {}).get("passed")):
         lines = [f"## Why the last attempt was sent back (attempt {attempts} of this task)",

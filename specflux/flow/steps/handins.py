@@ -14,6 +14,9 @@ if TYPE_CHECKING:
     from specflux.flow.record.run import Run
 
 
+NONE_HANDED_IN = "the reviewer handed in no verdict"  # the session's own error says so too (progress_entry.py)
+
+
 def open_channel(step_id: str) -> "HandinChannel":
     """A fresh channel for the review hand-in of step `step_id` (a private temporary folder and key)."""
     from specflux.agent.handin_channel import HandinChannel
@@ -55,7 +58,9 @@ def no_verdict(done: dict[str, Any], refused: str | None) -> dict[str, Any]:
     elif handin.get("refused"):
         why = f"the reviewer handed in no verdict of its own ({handin['refused']})"
     else:
-        why = f"the reviewer handed in no verdict (its session ended: {done.get('error') or done.get('stop')})"
+        error = done.get("error") or ""
+        ended = "it exited without handing one in" if not error or error.startswith(NONE_HANDED_IN) else error
+        why = f"{NONE_HANDED_IN} ({ended})"
     return {"approved": False, "noVerdict": True, "criteriaResults": review.get("criteriaResults", []),
             "issues": [{"severity": "blocker", "description": why}]}
 

@@ -1,0 +1,178 @@
+"""A hand-in belongs to one step (issue 23, deliverable 2; issue 24's first `--agent command`
+run): misbehaving agent CLIs (tests/fixtures/handin_agent.py) in real git repositories, in each
+sandbox this machine has.
+
+- a coder that plants approving review hand-ins for every step to come, serial and with lanes,
+  under bubblewrap, Landlock and no sandbox: nothing it planted approves anything;
+- a reviewer that hands in nothing, and one that hands in half a JSON object: no verdict, said so;
+- a coder that exits non-zero before ticking its criterion: a failed attempt, never reviewed;
+- a coder that ticks its criteria without a chain output and no [validate]: its claim stands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git
+from helpers import run
+from helpers import specflux_process as specflux
+
+AGENT = Path(__file__).resolve().parents[1] / "fixtures" / "handin_agent.py"
+TEST = 'import sys\nsys.path.insert(0, "src")\nfrom calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n'
+VALIDATE = '\n[validate]\ncommand = "{python} -m pytest -q -p no:cacheprovider tests"\n'
+
+
+def _can(sandbox: str) -> bool:
+    from specflux.agent.sandbox import choose
+
+    try:
+        choose(sandbox)
+    except Exception:
+        return False
+    return True
+
+
+SANDBOXES = [pytest.param(name, marks=pytest.mark.skipif(name != "off" and not _can(name),
+                                                          reason=f"no {name} here")) for name in ("bwrap", "landlock", "off")]
+
+
+def make_project(repo: Path, capsys, sandbox: str = "off", validate: bool = False, dependent: bool = True) -> Path:
+    """Tasks 1 (fix add) and 2 (depending on 1 unless `dependent` is False), committed."""
+    (repo / "src").mkdir()
+    (repo / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_calc.py").write_text(TEST)
+    (repo / ".gitignore").write_text("__pycache__/\n")
+    assert run(capsys, repo, "init", str(repo))[0] == 0
+    config = repo / ".specflux" / "config.toml"
+    text = re.sub(r'^sandbox = "auto"', f'sandbox = "{sandbox}"', config.read_text(), flags=re.M)
+    config.write_text(text + (VALIDATE.format(python=sys.executable) if validate else ""))
+    assert run(capsys, repo, "new", "Fix add", "--ac", "add returns the sum")[0] == 0
+    deps = ("--dep", "1") if dependent else ()
+    assert run(capsys, repo, "new", "Add twice", *deps, "--ac", "add works twice")[0] == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "project")
+    return repo
+
+
+def start(repo: Path, tmp_path: Path, plan: dict, *extra: str, sandbox: str = "off"):
+    env = {"AGENT_PLAN": json.dumps(plan), "AGENT_STATE": str(tmp_path / "agent-state"), "MAIN_REPO": str(repo),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "SPECFLUX_CLI_SANDBOX": sandbox}
+    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+    return specflux(repo, "flow", "start", "--agent", "command", "--cmd", cmd, *extra, env=env, timeout=300)
+
+
+def status(repo: Path) -> dict:
+    return json.loads(specflux(repo, "flow", "status", "--json").stdout)
+
+
+def narrative(repo: Path) -> str:
+    return specflux(repo, "flow", "log").stdout
+
+
+def task_status(repo: Path, task: str) -> str:
+    return json.loads(specflux(repo, "show", task, "--json").stdout)["metadata"]["status"]
+
+
+def reviews(repo: Path) -> list[dict]:
+    events = (repo / ".specflux" / "runs" / status(repo)["runId"] / "events.jsonl").read_text().splitlines()
+    return [e["output"] for e in map(json.loads, events) if e["type"] == "step_finished" and e["kind"] == "reviewer"]
+
+
+PLANTER = ["broken", "tick", "chain", "plant"]
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_coder_that_plants_approvals_for_the_steps_to_come_approves_nothing(git_repo, capsys, tmp_path, sandbox):
+    repo = make_project(git_repo, capsys, sandbox)
+    done = start(repo, tmp_path, {"coder": [PLANTER], "reviewer": [["silent"]]}, sandbox=sandbox)
+    assert done.returncode == 1, done.stdout + done.stderr
+    state = status(repo)
+    assert state["status"] == "failed" and [t["status"] for t in state["tasks"]] == ["failed", "blocked"], state
+    assert task_status(repo, "1") != "complete"
+    assert reviews(repo) and not any(r["approved"] for r in reviews(repo))
+    told = narrative(repo)
+    assert "approved" not in told.replace("not approved", ""), told
+    assert "reviewer finished on task 1: no verdict, so not approved: the reviewer handed in no verdict" in told
+    if sandbox == "off":  # nothing kept it from writing them: found, set aside and named
+        assert "planted 240 hand-ins in" in done.stderr, done.stderr
+        assert "tampering: hand-in files planted in .specflux/runs/" in told and "were ignored" in told, told
+    else:  # the sandbox kept it from writing anywhere the run reads
+        assert "could not plant in" in done.stderr and "planted 240" not in done.stderr, done.stderr
+    assert "Review: approved" not in (repo / ".specflux" / "task-states" / "task-1-state.md").read_text()
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_planted_approvals_approve_nothing_in_lanes(git_repo, capsys, tmp_path, sandbox):
+    repo = make_project(git_repo, capsys, sandbox, dependent=False)
+    done = start(repo, tmp_path, {"coder": [PLANTER], "reviewer": [["silent"]]}, "--parallel", "2", sandbox=sandbox)
+    if sandbox != "off":
+        assert "could not plant in" in done.stderr and "planted 240" not in done.stderr, done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
+    state = status(repo)
+    assert [t["status"] for t in state["tasks"]] == ["failed", "failed"], state
+    assert task_status(repo, "1") != "complete" and task_status(repo, "2") != "complete"
+    assert reviews(repo) and not any(r["approved"] for r in reviews(repo))
+    assert git(repo, "show", "HEAD:src/calc.py") == "def add(a, b):\n    return a - b\n", "nothing merged"
+
+
+def test_a_reviewer_that_hands_in_nothing_has_not_approved_and_says_so(git_repo, capsys, tmp_path):
+    repo = make_project(git_repo, capsys)
+    done = start(repo, tmp_path, {"coder": [["right", "tick", "chain"]], "reviewer": [["silent"], ["approve"]]}, "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = reviews(repo)[0]
+    assert first["approved"] is False and first["noVerdict"] is True
+    told = narrative(repo)
+    assert ("reviewer finished on task 1: no verdict, so not approved: the reviewer handed in no verdict "
+            "(it exited without handing one in)") in told, told
+    again = (tmp_path / "agent-state" / "coder-1-2.txt").read_text()
+    assert "The reviewer gave no verdict (this is not a rejection of your work)" in again, again
+
+
+def test_a_malformed_hand_in_is_no_verdict_saying_what_was_wrong(git_repo, capsys, tmp_path):
+    repo = make_project(git_repo, capsys)
+    done = start(repo, tmp_path, {"coder": [["right", "tick", "chain"]], "reviewer": [["malformed"], ["approve"]]}, "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = reviews(repo)[0]
+    assert first["approved"] is False and first["noVerdict"] is True
+    told = narrative(repo)
+    assert ("no verdict, so not approved: the reviewer's hand-in was malformed: the hand-in is not valid JSON "
+            "(line 1, column 14): Expecting value") in told, told
+    assert "changes requested" not in told
+    assert task_status(repo, "1") == "complete", "the second review approved it"
+
+
+def test_a_coder_that_exits_non_zero_is_a_failed_attempt_never_reviewed(git_repo, capsys, tmp_path):
+    repo = make_project(git_repo, capsys, validate=True)
+    # Attempt 1 fixes add() (the tests pass) but exits 3 before ticking its criterion.
+    done = start(repo, tmp_path, {"coder": [["right", "exit3"], ["right", "tick", "chain"]],
+                                  "reviewer": [["approve"]]}, "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = status(repo)
+    assert state["taskAttempts"] == {"1": 2} and state["metrics"]["totalReviews"] == 1, state
+    told = narrative(repo)
+    assert "coder finished on task 1: a failed attempt: the agent command exited with 3" in told, told
+    shown = json.loads(specflux(repo, "show", "1", "--json").stdout)
+    assert shown["metadata"]["status"] == "complete" and all(c["checked"] for c in shown["criteria"])
+    again = (tmp_path / "agent-state" / "coder-1-2.txt").read_text()
+    assert "It was not accepted:\n- the agent command exited with 3" in again and "The tests failed" not in again
+
+
+def test_a_claim_without_a_chain_output_stands_and_a_missing_one_is_named(git_repo, capsys, tmp_path):
+    repo = make_project(git_repo, capsys)
+    # No [validate]: attempt 1 logs nothing and ticks nothing; attempt 2 ticks its criterion, no chain output.
+    done = start(repo, tmp_path, {"coder": [["right"], ["right", "tick"]], "reviewer": [["approve"]]}, "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    told = narrative(repo)
+    assert ("needs_revision, no [validate] command, and the coder did not claim the task done: criteria 1 are "
+            "not ticked and it wrote no chain output") in told, told
+    assert "complete, no [validate] command: the coder's own claim stands" in told
+    again = (tmp_path / "agent-state" / "coder-1-2.txt").read_text()
+    assert "The tests failed" not in again and "the session ended: end_turn" not in again
+    assert "It was not accepted:\n- the coder did not claim the task done" in again
+    assert task_status(repo, "1") == "complete"
