@@ -284,7 +284,8 @@ class CommandBackend:
         full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.preset.env, **self.env, **(env or {}),
                     "SPECFLUX_PROMPT_FILE": str(prompt_file)}
         confined = confine(_guarded(line), Path(toolbox.root), workdir, self.sandbox, self.preset,
-                           full_env.get("SPECFLUX_HANDIN"))
+                           full_env.get("SPECFLUX_HANDIN"), full_env.get("SPECFLUX_TASK_FILE"))
+        self.held_read_only = confined.held  # the session tells a person's deletion of these from the agent's
         if confined.notice:
             print(f"specflux: {self.prefix}{confined.notice}", file=sys.stderr)
         if confined.argv is None:

@@ -7,7 +7,9 @@ An agent CLI still writes its task through `specflux` (`check`, `session --no-co
 `submit-review`, `submit-tasks`), run inside the same sandbox, so these stay writable:
 `.specflux/task-states/` (the run puts back any other task's file it changed), `archives/`,
 `locks/` (the per-task locks every write takes) and `cache/`, and the folder of its hand-in file
-(SPECFLUX_HANDIN, in the run's folder, which may be outside a lane's worktree).
+(SPECFLUX_HANDIN: a reviewer's or planner's alone, a private folder the run made for this one step,
+outside the repository: handin_channel.py). Under bubblewrap the other tasks' files are mounted
+read-only one by one, so a deletion of one during the session is a person's (agent/restore.py).
 
 The CLI's own files (its login, settings, session logs, caches) go to a private HOME, a fresh
 folder beside the temporary one, into which the preset's `home` files are copied first; the XDG
@@ -39,10 +41,11 @@ class Confined:
     argv: list[str] | None = None
     env: dict[str, str] = field(default_factory=dict)
     notice: str | None = None
+    held: frozenset[str] = frozenset()  # task files the agent cannot change or delete (bubblewrap: not its own)
 
 
 def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset",
-            handin: str | None = None) -> Confined:
+            handin: str | None = None, own_task_file: str | None = None) -> Confined:
     """The shell command line `line` of an agent CLI, to run with cwd `root`, in the sandbox
     `setting` names (`[agent] sandbox`, or "off" for `--no-sandbox`). `workdir` is a fresh
     folder of the session's, removed after it: the private HOME and temporary folder go there."""
@@ -75,10 +78,25 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
     argv = sandbox.argv(line, root, tmp, also=writable)
+    held: frozenset[str] = frozenset()
     if sandbox.name == "bwrap":  # mounts on top, before the command: what bwrap alone can also do
         at = argv.index("--")
-        argv[at:at] = _bwrap_extra(root)
-    return Confined(sandbox, argv=argv, env=env, notice=None)
+        held = _other_task_files(root, own_task_file)
+        argv[at:at] = [*_bwrap_extra(root), *(arg for path in sorted(held) for arg in ("--ro-bind", path, path))]
+    return Confined(sandbox, argv=argv, env=env, notice=None, held=held)
+
+
+def _other_task_files(root: Path, own: str | None) -> frozenset[str]:
+    """The task files of other tasks than `own`, to mount read-only one by one under bubblewrap: a
+    mount point cannot be deleted or replaced from inside, while a person outside still can, so a
+    deletion seen after the session is theirs (agent/restore.py says so)."""
+    folder = root / ".specflux" / "task-states"
+    own_path = os.path.realpath(own) if own else None
+    try:
+        names = [e for e in os.scandir(folder) if e.is_file(follow_symlinks=False) and e.name.endswith(".md")]
+    except OSError:
+        return frozenset()
+    return frozenset(p for p in (os.path.realpath(e.path) for e in names) if p != own_path)
 
 
 def _bwrap_extra(root: Path) -> list[str]:

@@ -180,7 +180,8 @@ def run_session(
         hand: set[str] = set()  # the entries a person logged meanwhile
         if edits_task_file and role != "reviewer":
             hand = number_agents_entries(manager, task_id, entries_before, baseline, report)
-        restored = restore_broken(manager, task_files, report, baseline)
+        restored = restore_broken(manager, task_files, report, baseline,
+                                  held=getattr(backend, "held_read_only", frozenset()))
         if guarded is not None:
             from specflux.store.lint import lint_document
             from specflux.agent.protected import put_back

@@ -6,7 +6,8 @@ sandbox this machine has.
   under bubblewrap, Landlock and no sandbox: nothing it planted approves anything;
 - a reviewer that hands in nothing, and one that hands in half a JSON object: no verdict, said so;
 - a coder that exits non-zero before ticking its criterion: a failed attempt, never reviewed;
-- a coder that ticks its criteria without a chain output and no [validate]: its claim stands.
+- a coder that ticks its criteria without a chain output and no [validate]: its claim stands;
+- a person deleting another task's file during a session: under bubblewrap, said to be theirs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -176,3 +179,46 @@ def test_a_claim_without_a_chain_output_stands_and_a_missing_one_is_named(git_re
     assert "The tests failed" not in again and "the session ended: end_turn" not in again
     assert "It was not accepted:\n- the coder did not claim the task done" in again
     assert task_status(repo, "1") == "complete"
+
+
+@pytest.mark.parametrize("sandbox", [SANDBOXES[0], SANDBOXES[2]])
+def test_a_task_file_a_person_deletes_during_a_session_is_their_change(git_repo, capsys, tmp_path, sandbox):
+    repo = make_project(git_repo, capsys, sandbox, dependent=False)
+    signals = repo / ".signals"  # inside the repository (ignored): a sandboxed agent can write there
+    (repo / ".git" / "info" / "exclude").write_text(".signals/\n")
+    env = {"AGENT_PLAN": json.dumps({"coder": [["wait", "right", "tick", "chain"]], "reviewer": [["approve"]]}),
+           "AGENT_STATE": str(signals), "MAIN_REPO": str(repo), "SPECFLUX_CLI_SANDBOX": sandbox,
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+    proc = subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(repo), "flow", "start", "1",
+                             "--agent", "command", "--cmd", cmd], env={**__import__("os").environ, **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (signals / "started-1").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    other = repo / ".specflux" / "task-states" / "task-2-state.md"
+    before = other.read_bytes()
+    other.unlink()  # a person, by hand, while task 1's coder works
+    (signals / "go").write_text("")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    told = narrative(repo)
+    if sandbox == "bwrap":
+        assert ("task-2-state.md: deleted during the session by a person (or another program), not by the agent, "
+                "whose sandbox held this file read-only") in told, told
+    else:
+        assert "task-2-state.md: deleted during the session, by the agent or by a person" in told, told
+    assert "the session broke this task file" not in told and "the agent deleted" not in told
+    assert other.read_bytes() == before, "put back: the session's commit does not carry the deletion"
+    assert task_status(repo, "1") == "complete"
+
+
+@pytest.mark.skipif(not _can("bwrap"), reason="no bwrap here")
+def test_under_bubblewrap_an_agent_cannot_delete_another_tasks_file(git_repo, capsys, tmp_path):
+    repo = make_project(git_repo, capsys, "bwrap", dependent=False)
+    done = start(repo, tmp_path, {"coder": [["right", "tick", "chain", "rmother"]], "reviewer": [["approve"]]}, "1",
+                 sandbox="bwrap")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "could not delete task-2-state.md" in done.stderr and "deleted task-2-state.md" not in done.stderr
+    assert (repo / ".specflux" / "task-states" / "task-2-state.md").is_file()
