@@ -222,3 +222,16 @@ def test_under_bubblewrap_an_agent_cannot_delete_another_tasks_file(git_repo, ca
     assert done.returncode == 0, done.stdout + done.stderr
     assert "could not delete task-2-state.md" in done.stderr and "deleted task-2-state.md" not in done.stderr
     assert (repo / ".specflux" / "task-states" / "task-2-state.md").is_file()
+
+
+def test_submit_review_help_shows_the_shape_with_an_example_that_is_accepted(git_repo, capsys, tmp_path):
+    from specflux.agent.handin import check_review, check_tasks
+
+    for kind, check in (("review", check_review), ("tasks", check_tasks)):
+        shown = specflux(git_repo, f"submit-{kind}", "--help")
+        assert shown.returncode == 0
+        assert "the JSON (one object):" in shown.stdout and f"specflux submit-{kind} --json - <<'EOF'" in shown.stdout
+        example = shown.stdout.split("<<'EOF'\n", 1)[1].split("\n  EOF", 1)[0]
+        check(json.loads(example))  # the example is a hand-in the command accepts
+    assert "criteria_results  one {\"criterion\", \"met\"} for each acceptance criterion" in \
+        specflux(git_repo, "submit-review", "--help").stdout
