@@ -20,7 +20,7 @@ GITIGNORE = (
     "# specflux: locks and the list cache are per machine; recordings may hold file contents\n"
     "locks/\ncache/\nrecordings/\n"
     "# workflow runs: events, state and narrative are history; these are the engine's scratch\n"
-    "runs/*/recordings/\nruns/*/steps/\nruns/*/handins/\nruns/*/planted/\nruns/*/*.lock\n"
+    "runs/*/recordings/\nruns/*/steps/\nruns/*/handins/\nruns/*/*.lock\n"
     "# parallel runs: one git worktree per coder attempt, removed when the run ends\n"
     "worktrees/\n"
     "board.html\n"  # `specflux board`'s page, generated from the files above

@@ -35,12 +35,12 @@ def handin_summary(received: "Received | None", run: "Run", step: dict[str, Any]
     if received is not None and received.tampered:
         out["refused"] = f"a hand-in for step {step['stepId']} was refused: {received.tampered}"
         tampering.append(out["refused"])
-    planted = _set_aside(run.handins_dir, run.dir / "planted", step["stepId"])
+    aside = run.dir / "steps" / "planted"  # git-ignored, with the engine's scratch
+    planted = _set_aside(run.handins_dir, aside, step["stepId"])
     if planted:
         tampering.append(f"hand-in files planted in {_shown(run, run.handins_dir)} ({', '.join(planted[:5])}"
-                         f"{', ...' if len(planted) > 5 else ''}) were ignored and moved to "
-                         f"{_shown(run, run.dir / 'planted')}: a verdict reaches the run only through its own "
-                         "step's channel")
+                         f"{', ...' if len(planted) > 5 else ''}) were ignored and moved to {_shown(run, aside)}: "
+                         "a verdict reaches the run only through its own step's channel")
     if tampering:
         out["tampered"] = tampering
     return {"handin": out} if out else {}
