@@ -3,8 +3,8 @@
 An API agent hands in through the `submit_review` / `submit_tasks` tools (`Toolbox`); an agent CLI
 through `specflux submit-review --json FILE|-` / `specflux submit-tasks --json FILE|-`
 (`submit_from_cli`), which writes the checked hand-in, sealed with its step's key, to
-`$SPECFLUX_HANDIN` for the run to pick up (`handin_channel.py`). Both go through `check_review` / `check_tasks`, so a hand-in is refused for the
-same reasons, in the same words, either way.
+`$SPECFLUX_HANDIN` for the run to pick up (`handin_channel.py`). Both go through `check_review` /
+`check_tasks`, so a hand-in is refused for the same reasons, in the same words, either way.
 """
 
 from __future__ import annotations

@@ -117,12 +117,13 @@ examples:
 
     for kind in ("review", "tasks"):
         what = "a reviewer verdict" if kind == "review" else "a planner task list"
+        about = (f"Hand in {what} from the agent CLI session a run started for this step (it sets SPECFLUX_HANDIN, "
+                 "SPECFLUX_HANDIN_KEY and SPECFLUX_HANDIN_STEP; a hand-in from anywhere else is refused). Handing "
+                 "in again replaces the earlier one. Exit 0: recorded; 1: refused, saying why; 2: not inside such "
+                 "a session.")
         s = sub.add_parser(f"submit-{kind}", help=f"hand in {what} from an agent CLI inside a run (JSON, as the "
-                           f"submit_{kind} tool takes)", description=_wrapped(f"Hand in {what} from the agent CLI session a "
-                           "run started for this step (it sets SPECFLUX_HANDIN, SPECFLUX_HANDIN_KEY and "
-                           "SPECFLUX_HANDIN_STEP; a hand-in from anywhere else is refused). Handing in again "
-                           "replaces the earlier one. Exit 0: recorded; 1: refused, saying why; 2: not inside "
-                           "such a session."), epilog=HANDIN_SHAPES[kind], formatter_class=argparse.RawDescriptionHelpFormatter)
+                           f"submit_{kind} tool takes)", description=_wrapped(about), epilog=HANDIN_SHAPES[kind],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         s.add_argument("--json", required=True, metavar="FILE|-", help="the JSON file, or - for standard input")
 
 

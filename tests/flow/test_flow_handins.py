@@ -40,8 +40,8 @@ def _can(sandbox: str) -> bool:
     return True
 
 
-SANDBOXES = [pytest.param(name, marks=pytest.mark.skipif(name != "off" and not _can(name),
-                                                          reason=f"no {name} here")) for name in ("bwrap", "landlock", "off")]
+SANDBOXES = [pytest.param(name, marks=pytest.mark.skipif(name != "off" and not _can(name), reason=f"no {name} here"))
+             for name in ("bwrap", "landlock", "off")]
 
 
 def make_project(repo: Path, capsys, sandbox: str = "off", validate: bool = False, dependent: bool = True) -> Path:
