@@ -132,7 +132,7 @@ def test_a_reviewer_that_hands_in_nothing_has_not_approved_and_says_so(git_repo,
     assert first["approved"] is False and first["noVerdict"] is True
     told = narrative(repo)
     assert ("reviewer finished on task 1: no verdict, so not approved: the reviewer handed in no verdict "
-            "(it exited without handing one in)") in told, told
+            "(its session ended without one)") in told, told
     again = (tmp_path / "agent-state" / "coder-1-2.txt").read_text()
     assert "The reviewer gave no verdict (this is not a rejection of your work)" in again, again
 
@@ -235,3 +235,14 @@ def test_submit_review_help_shows_the_shape_with_an_example_that_is_accepted(git
         check(json.loads(example))  # the example is a hand-in the command accepts
     assert "criteria_results  one {\"criterion\", \"met\"} for each acceptance criterion" in \
         specflux(git_repo, "submit-review", "--help").stdout
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+def test_a_sandboxed_reviewer_hands_in_through_its_own_channel(git_repo, capsys, tmp_path, sandbox):
+    repo = make_project(git_repo, capsys, sandbox)
+    done = start(repo, tmp_path, {"coder": [["right", "tick", "chain"]], "reviewer": [["approve"]]}, "1",
+                 sandbox=sandbox)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "review recorded" in done.stdout + done.stderr
+    assert [r["approved"] for r in reviews(repo)] == [True] and task_status(repo, "1") == "complete"
+    assert "tampering" not in narrative(repo)

@@ -59,7 +59,7 @@ def no_verdict(done: dict[str, Any], refused: str | None) -> dict[str, Any]:
         why = f"the reviewer handed in no verdict of its own ({handin['refused']})"
     else:
         error = done.get("error") or ""
-        ended = "it exited without handing one in" if not error or error.startswith(NONE_HANDED_IN) else error
+        ended = "its session ended without one" if not error or error.startswith(NONE_HANDED_IN) else error
         why = f"{NONE_HANDED_IN} ({ended})"
     return {"approved": False, "noVerdict": True, "criteriaResults": review.get("criteriaResults", []),
             "issues": [{"severity": "blocker", "description": why}]}
