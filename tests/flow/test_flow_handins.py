@@ -64,7 +64,8 @@ def make_project(repo: Path, capsys, sandbox: str = "off", validate: bool = Fals
 
 
 def start(repo: Path, tmp_path: Path, plan: dict, *extra: str, sandbox: str = "off"):
-    env = {"AGENT_PLAN": json.dumps(plan), "AGENT_STATE": str(tmp_path / "agent-state"), "MAIN_REPO": str(repo),
+    (tmp_path / "tmp").mkdir(exist_ok=True)  # the run's temporary folder: its hand-in channels, this test's alone
+    env = {"TMPDIR": str(tmp_path / "tmp"), "AGENT_PLAN": json.dumps(plan), "AGENT_STATE": str(tmp_path / "agent-state"), "MAIN_REPO": str(repo),
            "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "SPECFLUX_CLI_SANDBOX": sandbox}
     cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
     return specflux(repo, "flow", "start", "--agent", "command", "--cmd", cmd, *extra, env=env, timeout=300)
@@ -246,3 +247,17 @@ def test_a_sandboxed_reviewer_hands_in_through_its_own_channel(git_repo, capsys,
     assert "review recorded" in done.stdout + done.stderr
     assert [r["approved"] for r in reviews(repo)] == [True] and task_status(repo, "1") == "complete"
     assert "tampering" not in narrative(repo)
+
+
+def test_a_process_the_coder_left_behind_cannot_hand_in_for_the_reviewer(git_repo, capsys, tmp_path):
+    # No sandbox: the coder's leftover process (its own session) finds the reviewer's private folder
+    # and writes an approval there, sealed with a guessed key; the reviewer waits for it and hands in nothing.
+    repo = make_project(git_repo, capsys)
+    done = start(repo, tmp_path, {"coder": [["broken", "tick", "chain", "daemon"]], "reviewer": [["await"]]}, "1",
+                 "--max-iterations", "2")
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = reviews(repo)[0]
+    assert first["approved"] is False and first["noVerdict"] is True
+    told = narrative(repo)
+    assert "tampering: a hand-in for step s8 was refused: its seal does not match this step's key" in told, told
+    assert task_status(repo, "1") != "complete"
