@@ -283,8 +283,9 @@ class CommandBackend:
             self.preset.command_line(self.role, prompt, str(prompt_file), self.model)
         full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.preset.env, **self.env, **(env or {}),
                     "SPECFLUX_PROMPT_FILE": str(prompt_file)}
+        in_run = bool(self.env.get("SPECFLUX_RUN"))  # a run puts back other tasks' files anyway: held read-only
         confined = confine(_guarded(line), Path(toolbox.root), workdir, self.sandbox, self.preset,
-                           full_env.get("SPECFLUX_HANDIN"), full_env.get("SPECFLUX_TASK_FILE"))
+                           full_env.get("SPECFLUX_HANDIN"), full_env.get("SPECFLUX_TASK_FILE") if in_run else None)
         self.held_read_only = confined.held  # the session tells a person's deletion of these from the agent's
         if confined.notice:
             print(f"specflux: {self.prefix}{confined.notice}", file=sys.stderr)

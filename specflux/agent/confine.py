@@ -8,8 +8,8 @@ An agent CLI still writes its task through `specflux` (`check`, `session --no-co
 `.specflux/task-states/` (the run puts back any other task's file it changed), `archives/`,
 `locks/` (the per-task locks every write takes) and `cache/`, and the folder of its hand-in file
 (SPECFLUX_HANDIN: a reviewer's or planner's alone, a private folder the run made for this one step,
-outside the repository: handin_channel.py). Under bubblewrap the other tasks' files are mounted
-read-only one by one, so a deletion of one during the session is a person's (agent/restore.py).
+outside the repository: handin_channel.py). Under bubblewrap, in a workflow run, the other tasks'
+files are mounted read-only one by one, so a deletion of one during the session is a person's.
 
 The CLI's own files (its login, settings, session logs, caches) go to a private HOME, a fresh
 folder beside the temporary one, into which the preset's `home` files are copied first; the XDG
@@ -81,15 +81,17 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
     held: frozenset[str] = frozenset()
     if sandbox.name == "bwrap":  # mounts on top, before the command: what bwrap alone can also do
         at = argv.index("--")
-        held = _other_task_files(root, own_task_file)
+        held = _other_task_files(root, own_task_file) if own_task_file else frozenset()
         argv[at:at] = [*_bwrap_extra(root), *(arg for path in sorted(held) for arg in ("--ro-bind", path, path))]
     return Confined(sandbox, argv=argv, env=env, notice=None, held=held)
 
 
 def _other_task_files(root: Path, own: str | None) -> frozenset[str]:
-    """The task files of other tasks than `own`, to mount read-only one by one under bubblewrap: a
-    mount point cannot be deleted or replaced from inside, while a person outside still can, so a
-    deletion seen after the session is theirs (agent/restore.py says so)."""
+    """The task files of other tasks than `own`, to mount read-only one by one under bubblewrap in
+    a workflow run's session (whose changes to them the run puts back anyway; `specflux run` leaves
+    them writable, for a `specflux complete` that wires dependents): a mount point cannot be deleted
+    or replaced from inside, while a person outside still can, so a deletion seen after the session
+    is theirs (agent/restore.py says so)."""
     folder = root / ".specflux" / "task-states"
     own_path = os.path.realpath(own) if own else None
     try:
