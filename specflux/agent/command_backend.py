@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from specflux.agent.presets import Preset
 
 TAIL_LINES = 20  # of stderr, quoted in the error when the agent fails
+EXITED = "the agent command exited with"  # how a session's error starts when its CLI failed (flow/steps/attempt.py)
+COULD_NOT_START = "the agent command could not start"
 OUTPUT_KEEP_CHARS = 1 << 20  # of stdout, parsed for usage after exit: the result comes last
 SETUP_FAILURE_S = 1.0  # a shell that cannot start the program gives up at once
 _SETUP_FAILURE = re.compile(r"not found|no such file or directory|permission denied", re.IGNORECASE)
@@ -298,8 +300,11 @@ class CommandBackend:
             self.preset.command_line(self.role, prompt, str(prompt_file), self.model)
         full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.preset.env, **self.env, **(env or {}),
                     "SPECFLUX_PROMPT_FILE": str(prompt_file)}
+        in_run = bool(self.env.get("SPECFLUX_RUN"))  # a run puts back other tasks' files anyway: held read-only
         confined = confine(_guarded(line), Path(toolbox.root), workdir, self.sandbox, self.preset,
-                           full_env.get("SPECFLUX_HANDIN"), full_env.get("SPECFLUX_TASK_ID"))
+                           full_env.get("SPECFLUX_HANDIN"), full_env.get("SPECFLUX_TASK_ID"),
+                           full_env.get("SPECFLUX_TASK_FILE") if in_run else None)
+        self.held_read_only = confined.held  # the session tells a person's deletion of these from the agent's
         if confined.notice:
             print(f"specflux: {self.prefix}{confined.notice}", file=sys.stderr)
         if confined.argv is None:
@@ -374,7 +379,7 @@ class CommandBackend:
         outcome.stop = "error"
         outcome.setup_error = _setup_failure(code, seconds, stderr)
         if outcome.setup_error:
-            what = f"the agent command could not start (exit {code}; a setup error: check --cmd)"
+            what = f"{COULD_NOT_START} (exit {code}; a setup error: check --cmd)"
         else:
-            what = f"the agent command exited with {code}"
+            what = f"{EXITED} {code}"
         outcome.error = what + (f":\n{stderr}" if stderr else "")

@@ -6,8 +6,10 @@ temporary folder. Reads stay unrestricted.
 An agent CLI still writes its task through `specflux` (`check`, `session --no-commit`,
 `submit-review`, `submit-tasks`), run inside the same sandbox, so these stay writable:
 `.specflux/task-states/` (the run puts back any other task's file it changed), `archives/`
-and `cache/` (a planner's hand-in; the engine keeps nothing it believes there), and the folder of
-its hand-in file (SPECFLUX_HANDIN, in the run's folder, which may be outside a lane's worktree).
+and `cache/` (the engine keeps nothing it believes there), and the folder of its hand-in file
+(SPECFLUX_HANDIN: a reviewer's or planner's alone, a private folder the run made for this one step,
+outside the repository: handin_channel.py). Under bubblewrap, in a workflow run, the other tasks'
+files are mounted read-only one by one, so a deletion of one during the session is a person's.
 The engine's own state stays out of reach (store/state_dir.py, docs/engine-state.md): the lock of
 the session's task, in the git directory, is made beforehand, and the agent's `specflux` takes it
 through a read-only descriptor (flock needs no more); the engine's private folder (holds, keys,
@@ -43,10 +45,11 @@ class Confined:
     argv: list[str] | None = None
     env: dict[str, str] = field(default_factory=dict)
     notice: str | None = None
+    held: frozenset[str] = frozenset()  # task files the agent cannot change or delete (bubblewrap: not its own)
 
 
 def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset",
-            handin: str | None = None, task_id: str | None = None) -> Confined:
+            handin: str | None = None, task_id: str | None = None, own_task_file: str | None = None) -> Confined:
     """The shell command line `line` of an agent CLI, to run with cwd `root`, in the sandbox
     `setting` names (`[agent] sandbox`, or "off" for `--no-sandbox`). `workdir` is a fresh
     folder of the session's, removed after it: the private HOME and temporary folder go there.
@@ -86,11 +89,31 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
     argv = sandbox.argv(line, root, tmp, also=writable)
+    held: frozenset[str] = frozenset()
+    if sandbox.name == "bwrap" and own_task_file:  # mounts on top, before the command: what bwrap alone can do
+        held = _other_task_files(root, own_task_file)
+        at = argv.index("--")
+        argv[at:at] = [arg for path in sorted(held) for arg in ("--ro-bind", path, path)]
     notice = None
     if sandbox.name == "landlock" and not sandbox.top_level:
         notice = ("the agent CLI is sandboxed with Landlock, which cannot hide the engine's private folder "
                   "here (no mount namespace): it can read the runs' event keys (docs/engine-state.md)")
-    return Confined(sandbox, argv=argv, env=env, notice=notice)
+    return Confined(sandbox, argv=argv, env=env, notice=notice, held=held)
+
+
+def _other_task_files(root: Path, own: str | None) -> frozenset[str]:
+    """The task files of other tasks than `own`, to mount read-only one by one under bubblewrap in
+    a workflow run's session (whose changes to them the run puts back anyway; `specflux run` leaves
+    them writable, for a `specflux complete` that wires dependents): a mount point cannot be deleted
+    or replaced from inside, while a person outside still can, so a deletion seen after the session
+    is theirs (agent/restore.py says so)."""
+    folder = root / ".specflux" / "task-states"
+    own_path = os.path.realpath(own) if own else None
+    try:
+        names = [e for e in os.scandir(folder) if e.is_file(follow_symlinks=False) and e.name.endswith(".md")]
+    except OSError:
+        return frozenset()
+    return frozenset(p for p in (os.path.realpath(e.path) for e in names) if p != own_path)
 
 
 def _copy_home(preset: "Preset", home: Path) -> None:

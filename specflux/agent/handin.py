@@ -2,13 +2,15 @@
 
 An API agent hands in through the `submit_review` / `submit_tasks` tools (`Toolbox`); an agent CLI
 through `specflux submit-review --json FILE|-` / `specflux submit-tasks --json FILE|-`
-(`submit_from_cli`), which writes the checked hand-in to `$SPECFLUX_HANDIN` for the run to pick up
-(`read_handin`). Both go through `check_review` / `check_tasks`, so a hand-in is refused for the
-same reasons, in the same words, either way.
+(`submit_from_cli`), which writes the checked hand-in, sealed with its step's key, to
+`$SPECFLUX_HANDIN` for the run to pick up (`handin_channel.py`). Both go through `check_review` /
+`check_tasks`, so a hand-in is refused for the same reasons, in the same words, either way.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -254,13 +256,23 @@ def _json_type(value: Any) -> str:
 
 ROLES = {"review": "reviewer", "tasks": "planner"}
 COMMANDS = {"review": "specflux submit-review", "tasks": "specflux submit-tasks"}
+KEY_VAR = "SPECFLUX_HANDIN_KEY"  # the step's key: in its session's environment alone (handin_channel.py)
+STEP_VAR = "SPECFLUX_HANDIN_STEP"
+
+
+def sign(key: str, step: str, kind: str, data: Any) -> str:
+    """A hand-in's seal: HMAC-SHA256 under the step's key of its step, kind and data."""
+    body = json.dumps({"step": step, "kind": kind, "data": data}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    return hmac.new(key.encode(), body.encode(), hashlib.sha256).hexdigest()
 
 
 def submit_from_cli(kind: Kind, source: str, env: Mapping[str, str], stdin: TextIO | None = None) -> tuple[int, str]:
-    """Check the JSON at `source` (a file path, or `-` for standard input) and write it to
-    `$SPECFLUX_HANDIN` for the run; (exit code, one line to print): 0 when it was recorded,
-    1 for a file that cannot be read, bad JSON or a refused hand-in, 2 when run outside a
-    session of the right role. Handing in again replaces the earlier hand-in."""
+    """Check the JSON at `source` (a file path, or `-` for standard input) and write it, sealed
+    with the step's key ($SPECFLUX_HANDIN_KEY), to `$SPECFLUX_HANDIN` for the run; (exit code,
+    one line to print): 0 when it was recorded, 1 for a file that cannot be read, bad JSON or a
+    refused hand-in, 2 when run outside a session of the right role. Handing in again replaces
+    the earlier hand-in."""
     command, role = COMMANDS[kind], ROLES[kind]
     target = env.get("SPECFLUX_HANDIN", "")
     if not target:
@@ -270,6 +282,10 @@ def submit_from_cli(kind: Kind, source: str, env: Mapping[str, str], stdin: Text
     session_role = env.get("SPECFLUX_ROLE")
     if session_role and session_role != role:
         return 2, f"{command} is the {role}'s hand-in; this session's role is {session_role} (SPECFLUX_ROLE)"
+    missing = next((name for name in (KEY_VAR, STEP_VAR) if not env.get(name)), None)
+    if missing:
+        return 2, (f"{command} runs inside a workflow run's {role} session ({missing} is not set: only the "
+                   "session the run started for this step can hand in for it)")
 
     shown = "<stdin>" if source == "-" else source
     try:
@@ -293,45 +309,14 @@ def submit_from_cli(kind: Kind, source: str, env: Mapping[str, str], stdin: Text
     except HandinError as e:
         return 1, f"{shown}: refused: {e.message}"
 
+    data = checked.model_dump(mode="json")
+    step = env[STEP_VAR]
+    record = {"kind": kind, "step": step, "data": data, "seal": sign(env[KEY_VAR], step, kind, data)}
     try:
-        atomic_write(Path(target), _dump(kind, checked))
+        atomic_write(Path(target), json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     except OSError as e:
         return 1, str(os_error(e, target))
     if kind == "review":
         return 0, "review recorded"
     count = len(checked.tasks)
     return 0, f"{count} task{'s' if count != 1 else ''} recorded"
-
-
-def _dump(kind: Kind, checked: BaseModel) -> str:
-    return json.dumps({"kind": kind, "data": checked.model_dump(mode="json")}, indent=2, ensure_ascii=False) + "\n"
-
-
-def read_handin(path: str | os.PathLike[str], kind: Kind | None = None) -> dict[str, Any] | None:
-    """What an agent CLI handed in at `path`: `{"kind": "review" | "tasks", "data": {...}}`, `data`
-    checked again (the agent could have written the file itself) and in the tools' JSON shape;
-    None when nothing was handed in. HandinError for a file that is unreadable, garbled, of
-    another kind than `kind` (when given), or whose data does not pass the checks."""
-    path = Path(path)
-    try:
-        text = read_text(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise HandinError(os_error(e, str(path), "read").message, path) from None
-    except ParseError as e:
-        raise HandinError(e.message, path, e.line) from None
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise HandinError(f"not valid JSON (column {e.colno}): {e.msg}", path, e.lineno) from None
-    found = record.get("kind") if isinstance(record, dict) else None
-    if found not in CHECKS:
-        raise HandinError('not a hand-in: expected {"kind": "review" or "tasks", "data": {...}}', path)
-    if kind is not None and found != kind:
-        raise HandinError(f"a {found} hand-in where a {kind} hand-in was expected", path)
-    try:
-        checked = CHECKS[found](record.get("data"))
-    except HandinError as e:
-        raise HandinError(f"refused: {e.message}", path) from None
-    return {"kind": found, "data": checked.model_dump(mode="json")}

@@ -73,18 +73,13 @@ def record_entry(manager, task_id, side, outcome, clock, report, sandbox, comple
     return touched
 
 
-def handed_in_review(path: Path | None) -> dict | None:
-    """The verdict an agent CLI handed in with `specflux submit-review` (checked again: the agent
-    could have written the file itself), or None."""
-    if path is None:
+def handed_in_review(channel) -> dict | None:
+    """The verdict an agent CLI handed in with `specflux submit-review` through its step's
+    channel (a `HandinChannel`: checked again, and refused unless sealed by this step's session;
+    the channel keeps why), or None."""
+    if channel is None:
         return None
-    from specflux.agent.handin import HandinError, read_handin
-
-    try:
-        found = read_handin(path, "review")
-    except HandinError:
-        return None
-    return found["data"] if found else None
+    return channel.receive().data
 
 
 def _plain_review(review) -> dict:

@@ -23,10 +23,12 @@ def task_file_bytes(manager) -> dict[Path, bytes]:
     return out
 
 
-def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", baseline=None) -> list[Path]:
-    """Put back every task file the session deleted or left unreadable (and remove any new one
-    that cannot be read), saying so; returns the paths put back. A file someone committed while
-    the session ran (a person's `specflux session`) is put back with that commit in it."""
+def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", baseline=None,
+                   held: frozenset[str] = frozenset()) -> list[Path]:
+    """Put back every task file deleted or left unreadable during the session (and remove any new
+    one that cannot be read), saying so; returns the paths put back. A file someone committed while
+    the session ran (a person's `specflux session`) is put back with that commit in it. A deleted
+    file the agent's sandbox `held` read-only was deleted by someone else: said as theirs."""
     from specflux.base.files import atomic_write
     from specflux.store.lint import lint_document
     from specflux.store.workspace import STATE_FILE
@@ -44,7 +46,7 @@ def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", 
             continue
         if data == old:
             continue
-        problems = ["the session deleted it"] if data is None else _problems(manager, path, data, lint_document)
+        problems = ["deleted during the session"] if data is None else _problems(manager, path, data, lint_document)
         if not problems:
             continue
         if old is None:
@@ -54,13 +56,26 @@ def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", 
             good = good_version(manager, path, old.decode("utf-8"), baseline, lint_document)
             atomic_write(path, good)
             meanwhile = " (with what was committed to it meanwhile)" if good != old.decode("utf-8") else ""
-            report.notices.append(f"{rel}: the session broke this task file ({problems[0]}); put it back as it "
+            report.notices.append(_deleted(rel, path, held, meanwhile) if data is None else
+                                  f"{rel}: the session broke this task file ({problems[0]}); put it back as it "
                                   f"was before the session{meanwhile}, and left it out of the commit")
         m = STATE_FILE.fullmatch(path.name)
         if m and m.group(1) == report.task_id:
             report.restored = True
         restored.append(path)
     return restored
+
+
+def _deleted(rel: str, path: Path, held: frozenset[str], meanwhile: str) -> str:
+    """What is said of a task file deleted during the session: whose change it was, where that is known."""
+    import os
+
+    back = f"put back as it was before the session{meanwhile}, so that the session's commit does not carry it"
+    if os.path.realpath(path) in held:
+        return (f"{rel}: deleted during the session by a person (or another program), not by the agent, whose "
+                f"sandbox held this file read-only; {back} (to delete the task, run `specflux delete` after the run)")
+    return (f"{rel}: deleted during the session, by the agent or by a person (only under bubblewrap, which holds "
+            f"other tasks' files read-only, can specflux tell which); {back}")
 
 
 def _problems(manager, path: Path, data: bytes, lint_document) -> list[str]:

@@ -38,6 +38,7 @@ from specflux.agent.tools import Toolbox
 if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
     from specflux.agent.backend import Backend
+    from specflux.agent.handin_channel import HandinChannel
 
 
 class TaskSide:
@@ -90,7 +91,7 @@ def run_session(
     extra_context: str = "",
     trailers: dict[str, str] | None = None,
     complete_on_handoff: bool = True,
-    handin: Path | None = None,
+    handin: "HandinChannel | None" = None,
     baseline_path: Path | None = None,
     guard: bool = False,
 ) -> SessionReport:
@@ -101,7 +102,7 @@ def run_session(
     before the commit (`protected.py`).
 
     For workflow runs: `role` "reviewer" gives the agent read-only tools and `submit_review`
-    (an agent CLI hands in through `specflux submit-review`, written to `handin`), and records
+    (an agent CLI hands in through `specflux submit-review`, to its step's channel `handin`), and records
     its verdict as the session entry; `extra_context` is appended to the context; `trailers` go
     into the commit; `complete_on_handoff=False` leaves completing the task to the run (the
     hand-off is in the report).
@@ -180,7 +181,8 @@ def run_session(
         hand: set[str] = set()  # the entries a person logged meanwhile
         if edits_task_file and role != "reviewer":
             hand = number_agents_entries(manager, task_id, entries_before, baseline, report)
-        restored = restore_broken(manager, task_files, report, baseline)
+        restored = restore_broken(manager, task_files, report, baseline,
+                                  held=getattr(backend, "held_read_only", frozenset()))
         if guarded is not None:
             from specflux.store.lint import lint_document
             from specflux.agent.protected import put_back

@@ -6,6 +6,34 @@ from __future__ import annotations
 
 import argparse
 
+HANDIN_SHAPES = {
+    "review": """\
+the JSON (one object):
+  approved          true only when every criterion is met and no issue is a blocker
+  criteria_results  one {"criterion", "met"} for each acceptance criterion of the task, named by
+                    its number ("1") or its exact text
+  issues            optional: {"severity": "blocker" | "major" | "minor", "description"}
+
+example:
+  specflux submit-review --json - <<'EOF'
+  {"approved": false,
+   "criteria_results": [{"criterion": "1", "met": true}, {"criterion": "2", "met": false}],
+   "issues": [{"severity": "major", "description": "add() ignores negative numbers"}]}
+  EOF""",
+    "tasks": """\
+the JSON (one object):
+  tasks    [{"key", "title", "requirements", "acceptance_criteria": [...], "priority": 1-5,
+             "complexity": "simple" | "medium" | "complex", "dependencies": [keys]}]
+  summary  optional: {"totalTasks", "byPriority", "estimatedComplexity": "hours" | "days" | "weeks"}
+
+example:
+  specflux submit-tasks --json - <<'EOF'
+  {"tasks": [{"key": "parse", "title": "Parse the input", "requirements": "Read CSV rows",
+              "acceptance_criteria": ["rows with quotes parse"], "priority": 1,
+              "complexity": "simple", "dependencies": []}]}
+  EOF""",
+}
+
 _RUN_HELP = "the run's id, as `flow list` shows it (default: the latest run)"
 
 
@@ -95,6 +123,18 @@ examples:
     s.add_argument("--into", metavar="DIR", help="where to clone (default: a new temporary folder)")
 
     for kind in ("review", "tasks"):
-        s = sub.add_parser(f"submit-{kind}", help=f"hand in a {'reviewer verdict' if kind == 'review' else 'planner task list'} "
-                           "from an agent CLI inside a run (JSON, as the submit_" + kind + " tool takes)")
+        what = "a reviewer verdict" if kind == "review" else "a planner task list"
+        about = (f"Hand in {what} from the agent CLI session a run started for this step (it sets SPECFLUX_HANDIN, "
+                 "SPECFLUX_HANDIN_KEY and SPECFLUX_HANDIN_STEP; a hand-in from anywhere else is refused). Handing "
+                 "in again replaces the earlier one. Exit 0: recorded; 1: refused, saying why; 2: not inside such "
+                 "a session.")
+        s = sub.add_parser(f"submit-{kind}", help=f"hand in {what} from an agent CLI inside a run (JSON, as the "
+                           f"submit_{kind} tool takes)", description=_wrapped(about), epilog=HANDIN_SHAPES[kind],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         s.add_argument("--json", required=True, metavar="FILE|-", help="the JSON file, or - for standard input")
+
+
+def _wrapped(text: str) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=96))

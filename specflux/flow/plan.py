@@ -23,6 +23,7 @@ from specflux.base.files import read_text
 from specflux.store.workspace import ID_PATTERN
 
 if TYPE_CHECKING:
+    from specflux.agent.handin_channel import HandinChannel
     from specflux.store.manager import TaskStateManager
 
 PLANNER_SYSTEM = """\
@@ -81,7 +82,7 @@ class _Hooks:
 
 
 def plan(manager: "TaskStateManager", prd: Path, backend, *, dry_run: bool = False, command_agent: bool = False,
-         handin: Path | None = None, model: str | None = None, say: Callable[[str], None] = lambda line: None
+         handin: "HandinChannel | None" = None, model: str | None = None, say: Callable[[str], None] = lambda line: None
          ) -> PlanResult:
     """Run the planner on `prd`; create the task files unless `dry_run`."""
     from specflux.agent.backend import SessionRequest
@@ -114,14 +115,15 @@ def plan(manager: "TaskStateManager", prd: Path, backend, *, dry_run: bool = Fal
     finally:
         toolbox.close()
     task_plan = toolbox.tasks
-    if task_plan is None and handin is not None:
-        from specflux.agent.handin import check_tasks, read_handin
+    received = handin.receive() if task_plan is None and handin is not None else None
+    if received is not None and received.data is not None:
+        from specflux.agent.handin import check_tasks
 
-        found = read_handin(handin, "tasks")
-        task_plan = check_tasks(found["data"]) if found else None
+        task_plan = check_tasks(received.data)
     if task_plan is None:
+        why = received and (received.problem or (received.tampered and f"a hand-in was refused: {received.tampered}"))
         raise AgentError(f"the planner handed in no tasks (it stopped: {outcome.stop}"
-                         + (f", {outcome.error}" if outcome.error else "") + ")")
+                         + (f", {outcome.error}" if outcome.error else "") + (f"; {why}" if why else "") + ")")
     result = PlanResult(rel, stop=outcome.stop, usage={"inputTokens": outcome.usage.input_tokens,
                                                        "outputTokens": outcome.usage.output_tokens})
     result.drafts = _drafts(manager, task_plan)
@@ -219,9 +221,10 @@ def run_planner(manager: "TaskStateManager", prd: Path, *, agent: str = "anthrop
         from specflux.agent.command_backend import CommandBackend
 
         preset = resolve(agent, cmd, manager.ws.config.agents)
-        handin = manager.ws.dir / "cache" / f"plan-handin-{os.getpid()}.json"  # writable to a sandboxed CLI
-        manager.ws.ensure_folder(handin.parent)
-        env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", "SPECFLUX_HANDIN": str(handin)}
+        from specflux.agent.handin_channel import HandinChannel
+
+        handin = HandinChannel("plan", "tasks")  # a private folder and key for this session alone
+        env = {"SPECFLUX_ROOT": str(manager.ws.root), "SPECFLUX_ROLE": "planner", **handin.env()}
         sandbox = "off" if no_sandbox else manager.ws.config.agent.sandbox
         backend = CommandBackend(cmd or preset.command, timeout_s=manager.ws.config.agent.session_timeout_s, env=env,
                                  preset=preset, role="planner", model=model, sandbox=sandbox)
@@ -240,7 +243,7 @@ def run_planner(manager: "TaskStateManager", prd: Path, *, agent: str = "anthrop
                     model=model)
     finally:
         if handin is not None:
-            handin.unlink(missing_ok=True)
+            handin.close()
 
 
 def new_recording(ws) -> Path:

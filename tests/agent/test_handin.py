@@ -11,7 +11,8 @@ import pytest
 
 from specflux.agent.anthropic_backend import AnthropicBackend
 from specflux.agent.backend import SessionRequest
-from specflux.agent.handin import HandinError, Review, TaskPlan, check_tasks, read_handin, submit_from_cli
+from specflux.agent.handin import HandinError, Review, TaskPlan, check_tasks, submit_from_cli
+from specflux.agent.handin_channel import HandinChannel
 from specflux.agent.scripted import Reply, call
 from specflux.agent.tools import TOOL_SPECS, Toolbox
 from specflux.base.errors import SpecfluxError
@@ -238,27 +239,31 @@ def test_every_task_problem_is_named_at_once():
 # -- agent CLIs -----------------------------------------------------------------------------------
 
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    return {"SPECFLUX_HANDIN": str(tmp_path / "handin.json"), "SPECFLUX_ROLE": "reviewer"}
+def channel(tmp_path: Path):
+    opened = HandinChannel("s4", "review", parent=tmp_path)
+    yield opened
+    opened.close()
 
 
-def test_a_review_from_a_file(tmp_path: Path, env: dict):
+@pytest.fixture
+def env(channel) -> dict[str, str]:
+    return {**channel.env(), "SPECFLUX_ROLE": "reviewer"}
+
+
+def test_a_review_from_a_file(tmp_path: Path, env: dict, channel):
     source = tmp_path / "review.json"
     source.write_text(json.dumps(REVIEW, indent=2))
     assert submit_from_cli("review", str(source), env) == (0, "review recorded")
     written = json.loads(Path(env["SPECFLUX_HANDIN"]).read_text())
-    assert written == {"kind": "review", "data": REVIEW}
-    assert read_handin(env["SPECFLUX_HANDIN"]) == written
-    assert read_handin(env["SPECFLUX_HANDIN"], kind="review") == written
-    with pytest.raises(HandinError, match="a review hand-in where a tasks hand-in was expected"):
-        read_handin(env["SPECFLUX_HANDIN"], kind="tasks")
+    assert {k: written[k] for k in ("kind", "step", "data")} == {"kind": "review", "step": "s4", "data": REVIEW}
+    assert channel.receive().data == REVIEW and channel.receive().problem is None
 
 
-def test_tasks_from_stdin(tmp_path: Path, env: dict):
-    env["SPECFLUX_ROLE"] = "planner"
+def test_tasks_from_stdin(tmp_path: Path):
+    channel = HandinChannel("plan", "tasks", parent=tmp_path)
+    env = {**channel.env(), "SPECFLUX_ROLE": "planner"}
     assert submit_from_cli("tasks", "-", env, stdin=io.StringIO(json.dumps(PLAN))) == (0, "3 tasks recorded")
-    handin = read_handin(Path(env["SPECFLUX_HANDIN"]))
-    assert handin["kind"] == "tasks" and [t["key"] for t in handin["data"]["tasks"]] == ["schema", "api", "ui"]
+    assert [t["key"] for t in channel.receive().data["tasks"]] == ["schema", "api", "ui"]
 
 
 def test_stdin_by_default(env: dict, monkeypatch):
@@ -305,24 +310,61 @@ def test_outside_a_session(tmp_path: Path):
         "specflux submit-tasks runs inside a workflow run's planner session (SPECFLUX_HANDIN is not set)"
     assert submit_from_cli("review", str(source), {"SPECFLUX_HANDIN": "handin.json"}) == \
         (2, "SPECFLUX_HANDIN must be an absolute file path, not 'handin.json'")
-    env = {"SPECFLUX_HANDIN": str(tmp_path / "h.json"), "SPECFLUX_ROLE": "coder"}
+    env = {"SPECFLUX_HANDIN": str(tmp_path / "h.json"), "SPECFLUX_ROLE": "coder", "SPECFLUX_HANDIN_KEY": "k",
+           "SPECFLUX_HANDIN_STEP": "s4"}
     assert submit_from_cli("review", str(source), env) == \
         (2, "specflux submit-review is the reviewer's hand-in; this session's role is coder (SPECFLUX_ROLE)")
     assert not (tmp_path / "h.json").exists()
 
 
-def test_read_handin(tmp_path: Path):
-    path = tmp_path / "handin.json"
-    assert read_handin(path) is None
-    path.write_text("{oops")
-    with pytest.raises(HandinError, match=r"handin.json:1: not valid JSON \(column 2\)"):
-        read_handin(path)
-    path.write_text(json.dumps({"kind": "review", "data": {**REVIEW, "approved": True}}))
-    with pytest.raises(HandinError, match="refused: approved is true"):  # written by hand, checked again
-        read_handin(path)
-    path.write_text(json.dumps(REVIEW))
-    with pytest.raises(HandinError, match="not a hand-in"):
-        read_handin(path)
+def test_a_hand_in_without_the_steps_key_is_refused(tmp_path: Path, env: dict):
+    source = tmp_path / "review.json"
+    source.write_text(json.dumps(REVIEW))
+    for name in ("SPECFLUX_HANDIN_KEY", "SPECFLUX_HANDIN_STEP"):
+        code, message = submit_from_cli("review", str(source), {k: v for k, v in env.items() if k != name})
+        assert code == 2 and f"({name} is not set: only the session the run started for this step" in message
+    assert not Path(env["SPECFLUX_HANDIN"]).exists()
+
+
+def test_what_a_channel_receives(tmp_path: Path, channel, env: dict):
+    from specflux.agent.handin import sign
+
+    path = channel.path
+    assert channel.receive().data is None and channel.receive().problem is None  # nothing handed in
+    approving = {**REVIEW, "approved": True, "criteria_results": [{"criterion": "1", "met": True}]}
+
+    def received(text: str):
+        path.write_text(text)
+        channel._received = None
+        return channel.receive()
+
+    assert "not valid JSON (line 1, column 2)" in received("{oops").problem
+    unsealed = received(json.dumps({"kind": "review", "data": approving}))
+    assert unsealed.data is None and "carries no seal of this step's key" in unsealed.tampered
+    guessed = received(json.dumps({"kind": "review", "step": "s4", "data": approving, "seal": "0" * 64}))
+    assert guessed.data is None and "does not match this step's key" in guessed.tampered
+    other_key = sign("another step's key", "s4", "review", approving)
+    assert "does not match" in received(json.dumps({"kind": "review", "step": "s4", "data": approving,
+                                                    "seal": other_key})).tampered
+    other_step = sign(channel.key, "s8", "review", approving)
+    assert "sealed for step 's8', not for this step (s4)" in received(json.dumps(
+        {"kind": "review", "step": "s8", "data": approving, "seal": other_step})).tampered
+    bad = {**REVIEW, "approved": True}  # sealed by the step, but it contradicts itself
+    done = received(json.dumps({"kind": "review", "step": "s4", "data": bad, "seal": sign(channel.key, "s4", "review", bad)}))
+    assert done.tampered is None and "the hand-in was refused: approved is true" in done.problem
+
+
+def test_a_channel_is_private_and_fresh_each_time(tmp_path: Path):
+    import stat
+
+    one, two = HandinChannel("s4", "review"), HandinChannel("s4", "review")
+    try:
+        assert one.folder != two.folder and one.key != two.key
+        assert stat.S_IMODE(one.folder.stat().st_mode) == 0o700 and not list(one.folder.iterdir())
+    finally:
+        one.close()
+        two.close()
+    assert not one.folder.exists()
 
 
 # -- a reviewer session through the real SDK ------------------------------------------------------

@@ -138,7 +138,7 @@ def test_an_agent_that_deletes_its_task_file_gets_it_back(project, capsys, tmp_p
     agent = script(tmp_path, "agent", f"import os\nos.remove({TASK!r})\n")
     code, out, err = cli(capsys, project, "run", "101", "--agent", "command", "--cmd", agent)
     assert code == 1 and "Traceback" not in err
-    assert "the session deleted it" in err and "put it back" in err
+    assert "deleted during the session, by the agent or by a person" in err and "put back as it was" in err
     state = show(capsys, project, "101")
     assert state["sessions"] and "without a hand-off" in state["sessions"][-1]["did"][0]
     assert TASK in committed_files(project), "the session entry is committed with the file put back"

@@ -100,8 +100,10 @@ def test_a_hand_in_the_agent_writes_itself_is_checked_by_the_run(project, tmp_pa
                                              "events.jsonl").read_text().splitlines()]
     verdicts = [e["output"] for e in reviews if e["type"] == "step_finished" and e["kind"] == "reviewer"]
     assert verdicts and all(v["approved"] is False for v in verdicts)
-    assert "the review was refused: criteria_results must judge each acceptance criterion" in \
-        verdicts[0]["issues"][0]["description"]
+    # Written by hand, it carries no seal of the step's key: refused as tampering, whatever it says.
+    assert "no verdict of its own (a hand-in for step" in verdicts[0]["issues"][0]["description"]
+    assert "it carries no seal of this step's key" in verdicts[0]["issues"][0]["description"]
+    assert "tampering: a hand-in for step" in narrative(project)
 
 
 def test_a_failed_task_keeps_no_ticked_boxes_and_no_chain_output(project, tmp_path):

@@ -281,7 +281,8 @@ def test_a_reviewer_that_ends_its_turn_without_a_verdict_is_a_blocker(project, a
     assert verdicts[1]["approved"] is True
     # The coder after it is told so, and the reviewer's session entry says it ended without one.
     retry = first_user_text(server.requests[4])
-    assert "[blocker] the reviewer handed in no verdict" in retry, retry
+    assert "The reviewer gave no verdict (this is not a rejection of your work):\n- the reviewer handed in no " \
+        "verdict (its session ended without one)" in retry, retry
     sessions = show(capsys, project, "1")["sessions"]
     assert sessions[1]["did"][0].startswith("Review ended without a verdict")
     assert status(capsys, project)["status"] == "completed"

@@ -62,19 +62,26 @@ def _outcome(event: dict[str, Any]) -> str:
         return f"refused: {event['refused']}"
     if kind == "coder" and (out.get("selfValidation") or {}).get("noChange"):
         return "no change: the attempt changed nothing in the repository"
+    checked = out.get("selfValidation") or {}
+    if kind == "coder" and checked.get("agentFailed"):
+        return f"a failed attempt: {'; '.join(checked.get('issues') or ['the agent failed'])}"
     if kind == "coder":
         v = event.get("validation") or {}
         failed = v.get("failedTests") or []
         if v:
             tests = "tests passed" if v.get("passed") else (
                 f"tests failed: {', '.join(failed[:5])}" if failed else "tests failed")
-        else:
+        elif checked.get("passed") or not checked.get("issues"):
             tests = "no [validate] command: the coder's own claim stands"
+        else:
+            tests = f"no [validate] command, and {checked['issues'][0]}"
         return f"{out.get('status', '?')}, {tests}"
     if kind == "reviewer":
         issues = [i.get("description", "") for i in out.get("issues", [])]
         if out.get("approved"):
             return "approved"
+        if out.get("noVerdict"):
+            return f"no verdict, so not approved: {issues[0] if issues else 'nothing was handed in'}"
         return "changes requested" + (f": {'; '.join(issues[:3])}" if issues else "")
     if kind == "approval":
         note = f": {out.get('note')}" if out.get("note") else ""

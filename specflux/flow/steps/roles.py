@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from specflux.base.errors import SpecfluxError
 from specflux.format.render import now_stamp
 from specflux.flow.decisions import AgentErrorInfo
+from specflux.flow.steps.attempt import agent_failed, claim, retry_context
 from specflux.flow.steps.evidence import expects_change, task_unchanged, unjudged, work_tree_fingerprint
+from specflux.flow.steps.handins import handin_summary, no_verdict, open_channel, tampering_notices
 
 if TYPE_CHECKING:
     import threading
@@ -152,11 +154,14 @@ class Roles:
         if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
             return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
         tree = work_tree_fingerprint(self.manager)
-        unchanged = not timed_out and task_unchanged(self.manager, self.run.id, task_id) \
+        exited = None if timed_out else agent_failed(done)
+        unchanged = not timed_out and not exited and task_unchanged(self.manager, self.run.id, task_id) \
             and expects_change(self.manager, task_id)
-        validation = None if timed_out or unchanged else self._run_tests()
+        validation = None if timed_out or exited or unchanged else self._run_tests()
         if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
             checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
+        elif exited:  # its CLI failed: a failed attempt, whatever its task file or the tests say
+            checked = {"passed": False, "agentFailed": True, "issues": [exited]}
         elif unchanged:  # nothing to test and nothing to review: not accepted, whatever the agent says
             checked = {"passed": False, "noChange": True,
                        "issues": ["no change: the task's attempts in this run changed nothing in the repository "
@@ -165,13 +170,13 @@ class Roles:
         elif validation is not None:
             checked = {"passed": validation.passed, "issues": validation.issues()}
         else:
-            claimed = done["handoff"] is not None and done["ok"]
-            checked = {"passed": claimed, "issues": [] if claimed else [done["error"] or f"the session ended: {done['stop']}"],
-                       "claimedByAgent": True}
-        status = "complete" if checked["passed"] else ("blocked" if done["stop"] == "error" else "needs_revision")
+            claimed, why = claim(done, self.manager, task_id)
+            checked = {"passed": claimed, "issues": [] if claimed else [why], "claimedByAgent": True}
+        status = "complete" if checked["passed"] else \
+            ("blocked" if done["stop"] == "error" and not exited else "needs_revision")
         output = {"taskId": task_id, "code": done["code"], "status": status, "selfValidation": checked}
-        if done.get("notices"):
-            output["notices"] = done["notices"]
+        if done.get("notices") or tampering_notices(done):
+            output["notices"] = [*done.get("notices", []), *tampering_notices(done)]
         chain = (done["handoff"] or {}).get("chainOutput")
         if chain is None and done["handoff"]:  # no chain output handed over: the coder's own account
             output["did"] = done["handoff"]["did"]
@@ -196,15 +201,20 @@ class Roles:
         from specflux.agent.session import run_session
 
         task_id = step["taskId"]
-        backend, edits = self._backend(step, role)
-        self._steps.mkdir(parents=True, exist_ok=True)
-        handin = self.run.handins_dir / f"{step['stepId']}.json" if self.agents.is_cli and role != "coder" else None
-        clock = (lambda: self._stamp) if self._stamp else now_stamp
-        report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits, clock=clock,
-                             role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
-                             say=self.say, model=self.agents.model, handin=handin, token_budget=self._session_budget(),
-                             budget_usd=self._budget_left_usd,
-                             baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True, **options)
+        handin = open_channel(step["stepId"]) if self.agents.is_cli and role != "coder" else None
+        try:
+            backend, edits = self._backend(step, role, handin)
+            self._steps.mkdir(parents=True, exist_ok=True)
+            clock = (lambda: self._stamp) if self._stamp else now_stamp
+            report = run_session(self.manager, task_id, backend, commit=self._commits(), edits_task_file=edits,
+                                 clock=clock, role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
+                                 say=self.say, model=self.agents.model, handin=handin,
+                                 token_budget=self._session_budget(), budget_usd=self._budget_left_usd,
+                                 baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True, **options)
+            received = handin.receive() if handin is not None else None
+        finally:
+            if handin is not None:
+                handin.close()
         if report.stop == "interrupted":
             raise Interrupted(report.error or "interrupted")
         handoff = report.handoff
@@ -214,6 +224,7 @@ class Roles:
             "notices": list(report.notices),
             "stop": report.stop, "ok": report.ok, "session": report.session, "commit": report.commit,
             "error": report.error, "usage": _usage(report), "code": _code_summary(report), "review": report.review,
+            **handin_summary(received, self.run, step),
             "handoff": None if handoff is None else {
                 "did": list(handoff.did),
                 "chainOutput": None if handoff.chain_output is None else {
@@ -299,10 +310,10 @@ class Roles:
         review = done["review"]
         refused = unjudged(review, self.manager, task_id)
         if review is None or refused:
-            why = refused or f"the reviewer handed in no verdict ({done['error'] or done['stop']})"
-            review = {"approved": False, "criteriaResults": (review or {}).get("criteriaResults", []),
-                      "issues": [{"severity": "blocker", "description": why}]}
+            review = no_verdict(done, refused)
         output = {"taskId": task_id, **review}
+        if tampering_notices(done):
+            output["notices"] = tampering_notices(done)
         return StepResult("OK", output, usage=done["usage"], duration_ms=_ms(started), commit=done["commit"])
 
     def _change_to_review(self, task_id: str, state: dict[str, Any]) -> str:
@@ -349,8 +360,9 @@ class Roles:
     def _trailers(self, role: str, step: dict[str, Any]) -> dict[str, str]:
         return {"Specflux-Run": self.run.id, "Specflux-Role": role, "Specflux-Step": step["stepId"]}
 
-    def _backend(self, step: dict[str, Any], role: str):
-        """The backend for this step's agent, and whether it edits the task file itself."""
+    def _backend(self, step: dict[str, Any], role: str, handin=None):
+        """The backend for this step's agent, and whether it edits the task file itself. `handin`:
+        the step's hand-in channel (a reviewer's), whose variables go to this session alone."""
         task_id = step["taskId"]
         if self.agents.kind == "replay":
             from specflux.agent.anthropic_backend import replay_backend
@@ -366,9 +378,8 @@ class Roles:
             env = {
                 "SPECFLUX_TASK_FILE": str(self.manager.path(task_id)), "SPECFLUX_TASK_ID": task_id,
                 "SPECFLUX_ROOT": str(self.manager.ws.root), "SPECFLUX_RUN": self.run.id, "SPECFLUX_ROLE": role,
-                "SPECFLUX_HANDIN": str(self.run.handins_dir / f"{step['stepId']}.json"),
+                **(handin.env() if handin is not None else {}),
             }
-            self.run.handins_dir.mkdir(parents=True, exist_ok=True)
             timeout = self.agents.timeout_s or self.manager.ws.config.agent.session_timeout_s
             prefix = f"[task {task_id}] " if self.cancel is not None else ""  # a parallel run's lanes
             config = self.manager.ws.config
@@ -382,36 +393,6 @@ class Roles:
         return live_backend(self.run.recording(self._key), task_id=task_id), False
 
 
-def retry_context(state: dict[str, Any], task_id: str) -> str:
-    """Exactly why the last attempt at `task_id` failed, for the next coder session: the failed
-    tests with their messages, or the reviewer's issues and unmet criteria. Empty on a first try."""
-    coder = state.get("coderOutput") or {}
-    review = state.get("reviewerOutput") or {}
-    attempts = (state.get("taskAttempts") or {}).get(task_id, 0)  # this attempt included
-    if attempts <= 1:
-        return ""
-    last_coder = coder.get("taskId") == task_id
-    lines: list[str] = []
-    if review.get("taskId") == task_id and not review.get("approved") and \
-            (not last_coder or (coder.get("selfValidation") or {}).get("passed")):
-        lines = [f"## Why the last attempt was sent back (attempt {attempts} of this task)",
-                 "The reviewer requested changes:"]
-        lines += [f"- [{i.get('severity')}] {i.get('description')}" for i in review.get("issues", [])]
-        unmet = [c.get("criterion") for c in review.get("criteriaResults", []) if not c.get("met")]
-        if unmet:
-            lines += ["Criteria the reviewer found not met:", *(f"- {c}" for c in unmet)]
-    elif (approval := state.get("approvalOutput") or {}) and approval.get("taskId", task_id) == task_id \
-            and not approval.get("approved"):
-        lines = [f"## Why the last attempt was sent back (attempt {attempts} of this task)",
-                 f"A person rejected it: {approval.get('note') or '(no note)'}"]
-    elif last_coder and not (coder.get("selfValidation") or {}).get("passed"):
-        lines = [f"## Why the last attempt failed (attempt {attempts} of this task)"]
-        issues = (coder.get("selfValidation") or {}).get("issues") or []
-        lines += ["The tests failed:", *(f"- {issue}" for issue in issues)] if issues else \
-            ["The attempt did not pass."]
-    if lines:
-        lines.append("Fix exactly these; the tests are run again after your session.")
-    return "\n".join(lines)
 
 
 def _usage(report) -> dict[str, Any]:
