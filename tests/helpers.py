@@ -42,7 +42,7 @@ def fake_agent_plan(tmp_path: Path, **entries) -> dict[str, str]:
     written coder__1); the agent saves what it was told under tmp_path/agent-state."""
     path = tmp_path / "plan.json"
     path.write_text(json.dumps({k.replace("__", ":"): v for k, v in entries.items()}))
-    return {"FAKE_PLAN": str(path), "FAKE_STATE": str(tmp_path / "agent-state"),
+    return {"SPECFLUX_FAKE_PLAN": str(path), "SPECFLUX_FAKE_STATE": str(tmp_path / "agent-state"),
             "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 

@@ -27,13 +27,18 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
+from specflux.agent.egress import Allowlist
+from specflux.agent.environment import agent_env
+from specflux.agent.reach import reach_line
 from specflux.agent.presets import program_of
-from specflux.agent.tools import Toolbox, kill_group
+from specflux.agent import reaper
+from specflux.agent.tools import Toolbox
 from specflux.agent.usage_checks import failed
 from specflux.agent.usage_readers import KINDS, UsageMeter, parse_usage, read_usage_and_turns  # noqa: F401
 from specflux.base.errors import AgentError
 
 if TYPE_CHECKING:
+    from specflux.agent.egress import EgressProxy
     from specflux.agent.presets import Preset
 
 TAIL_LINES = 20  # of stderr, quoted in the error when the agent fails
@@ -181,21 +186,20 @@ def _guarded(cmd: str) -> str:
 
 
 def _with_deathsig(argv: list[str]) -> list[str]:
-    """`argv` under `setpriv --pdeathsig TERM` where there is one (Linux)."""
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "TERM", "--", *argv] if setpriv else argv
+    """`argv` under the session's reaper (reaper.py): it dies with specflux, and when it ends it
+    kills everything the agent started, a `setsid` daemon too."""
+    from specflux.agent import reaper
+
+    return reaper.argv(argv)
 
 
 def _dies_with_us(cmd: str) -> list[str]:
-    """The agent's command line for the shell. On Linux it runs under `setpriv --pdeathsig TERM`,
-    and the shell kills its whole process group when that signal comes: an agent whose specflux is
-    killed (`kill -9`, a crash) dies too, instead of going on changing the work tree behind the
-    run that resumes. (The command runs in the background of that shell, its standard input passed
-    on explicitly, because a shell runs no trap while it waits for a command in the foreground.)"""
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    if not setpriv:
-        return ["/bin/sh", "-c", cmd]
-    return [setpriv, "--pdeathsig", "TERM", "--", "/bin/sh", "-c", _guarded(cmd)]
+    """The agent's command line for the shell, under the session's reaper (reaper.py): an agent
+    whose specflux is killed (`kill -9`, a crash) dies too, with everything it started, instead of
+    going on changing the work tree behind the run that resumes. (The command runs in the
+    background of a shell that kills its process group on TERM, its standard input passed on
+    explicitly, because a shell runs no trap while it waits for a command in the foreground.)"""
+    return _with_deathsig(["/bin/sh", "-c", _guarded(cmd)])
 
 
 def _stop(proc: subprocess.Popen, readers: list[threading.Thread] = ()) -> None:
@@ -206,8 +210,7 @@ def _stop(proc: subprocess.Popen, readers: list[threading.Thread] = ()) -> None:
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     try:
-        kill_group(proc)
-        proc.wait()
+        reaper.stop(proc)
         for thread in readers:
             thread.join(timeout=5)
     finally:
@@ -282,12 +285,12 @@ class CommandBackend:
         def elapsed() -> int:
             return int((time.monotonic() - started) * 1000)
 
-        with _workdir() as workdir:
-            argv, full_env, stdin = self._launch(request, toolbox, env, workdir)
+        with _workdir() as workdir, contextlib.ExitStack() as closing:
+            argv, full_env, stdin = self._launch(request, toolbox, env, workdir, closing)
             return self._run(request, argv, full_env, stdin, toolbox.root, elapsed)
 
     def _launch(self, request: SessionRequest, toolbox: Toolbox, env: dict[str, str] | None,
-                workdir: Path) -> tuple[list[str], dict[str, str], bytes]:
+                workdir: Path, closing: contextlib.ExitStack) -> tuple[list[str], dict[str, str], bytes]:
         """The argv, environment and standard input of the agent CLI: its preset's command line
         for the role, the context written to a file in `workdir` (SPECFLUX_PROMPT_FILE) and handed
         over as the preset says, in the sandbox (confine.py) where there is one."""
@@ -298,19 +301,33 @@ class CommandBackend:
         prompt_file.write_text(prompt, encoding="utf-8")
         line = self.cmd if self.preset.name == "command" else \
             self.preset.command_line(self.role, prompt, str(prompt_file), self.model)
-        full_env = {**os.environ, "SPECFLUX_ROOT": str(toolbox.root), **self.preset.env, **self.env, **(env or {}),
-                    "SPECFLUX_PROMPT_FILE": str(prompt_file)}
+        given = {"SPECFLUX_ROOT": str(toolbox.root), **self.preset.env, **self.env, **(env or {}),
+                 "SPECFLUX_PROMPT_FILE": str(prompt_file)}
+        allowlist = Allowlist.for_preset(self.preset.hosts, agent_env(os.environ, self.preset.passes, given))
         in_run = bool(self.env.get("SPECFLUX_RUN"))  # a run puts back other tasks' files anyway: held read-only
         confined = confine(_guarded(line), Path(toolbox.root), workdir, self.sandbox, self.preset,
-                           full_env.get("SPECFLUX_HANDIN"), full_env.get("SPECFLUX_TASK_ID"),
-                           full_env.get("SPECFLUX_TASK_FILE") if in_run else None)
+                           given.get("SPECFLUX_HANDIN"), given.get("SPECFLUX_TASK_ID"),
+                           given.get("SPECFLUX_TASK_FILE") if in_run else None, allowlist)
         self.held_read_only = confined.held  # the session tells a person's deletion of these from the agent's
+        if confined.proxy is not None:
+            closing.callback(self._closed, confined.proxy)
         if confined.notice:
             print(f"specflux: {self.prefix}{confined.notice}", file=sys.stderr)
+        print(f"specflux: {self.prefix}{reach_line(confined.sandbox, confined.proxy)}", file=sys.stderr)
+        full_env = agent_env(os.environ, self.preset.passes, given, confined.env,
+                             network_confined=confined.proxy is not None)
         if confined.argv is None:
             return _dies_with_us(line), full_env, self.preset.stdin(prompt)
-        full_env.update(confined.env)
         return _with_deathsig(confined.argv), full_env, self.preset.stdin(prompt)
+
+    def _closed(self, proxy: "EgressProxy") -> None:
+        """Close the session's egress proxy, saying what it refused."""
+        proxy.close()
+        if proxy.refused:
+            hosts = ", ".join(dict.fromkeys(proxy.refused))
+            print(f"specflux: {self.prefix}the agent tried to reach {hosts}: refused, not among the hosts "
+                  f"its preset needs ({len(proxy.refused)} connection{'s' if len(proxy.refused) != 1 else ''})",
+                  file=sys.stderr)
 
     def _run(self, request: SessionRequest, argv: list[str], full_env: dict[str, str], stdin: bytes, root,
              elapsed) -> SessionOutcome:

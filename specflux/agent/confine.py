@@ -18,6 +18,12 @@ run locks) is hidden (bubblewrap, and Landlock where it has a mount namespace).
 The CLI's own files (its login, settings, session logs, caches) go to a private HOME, a fresh
 folder beside the temporary one, into which the preset's `home` files are copied first; the XDG
 folders point inside it too. Nothing the CLI writes there outlives the session.
+
+Given an `Allowlist` (egress.py), the network is confined too where the sandbox can: the CLI
+reaches only the hosts of its preset, through an egress proxy the session runs outside the
+sandbox (`Confined.proxy`, closed by the caller): under bubblewrap from a network namespace of its
+own (netbridge.py inside relays to the proxy's unix socket), under Landlock (ABI 4) with TCP
+connections allowed only to the proxy's port and the loopback ports of its base URLs.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from specflux.agent.egress import Allowlist, EgressProxy
     from specflux.agent.presets import Preset
     from specflux.agent.sandbox import Sandbox
 
@@ -46,14 +53,17 @@ class Confined:
     env: dict[str, str] = field(default_factory=dict)
     notice: str | None = None
     held: frozenset[str] = frozenset()  # task files the agent cannot change or delete (bubblewrap: not its own)
+    proxy: "EgressProxy | None" = None  # the network's one way out, where it is confined
 
 
 def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset",
-            handin: str | None = None, task_id: str | None = None, own_task_file: str | None = None) -> Confined:
+            handin: str | None = None, task_id: str | None = None, own_task_file: str | None = None,
+            allowlist: "Allowlist | None" = None) -> Confined:
     """The shell command line `line` of an agent CLI, to run with cwd `root`, in the sandbox
     `setting` names (`[agent] sandbox`, or "off" for `--no-sandbox`). `workdir` is a fresh
     folder of the session's, removed after it: the private HOME and temporary folder go there.
-    `task_id`: the session's task, whose lock the agent's own `specflux` takes."""
+    `task_id`: the session's task, whose lock the agent's own `specflux` takes. With `allowlist`,
+    the hosts the CLI may reach where the sandbox confines the network."""
     from specflux.agent.sandbox import choose, temp_env
     from specflux.store.state_dir import prepare_task_lock
 
@@ -88,17 +98,45 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
            "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
-    argv = sandbox.argv(line, root, tmp, also=writable)
+    proxy = None
+    if allowlist is not None and sandbox.confines_network:
+        from specflux.agent.egress import EgressProxy
+
+        proxy = EgressProxy(allowlist)
+    connect = None
+    if proxy is not None and sandbox.name == "landlock":
+        proxy.start()
+        connect = [proxy.port, *allowlist.loopback_ports()]
+        url = f"http://127.0.0.1:{proxy.port}"
+        env.update({name: url for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                                           "all_proxy")})
+        env.update({"NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1"})
+    elif proxy is not None:
+        proxy.start(workdir / "egress.sock")
+        connect = []
+    argv = sandbox.argv(line, root, tmp, also=writable, connect=connect)
     held: frozenset[str] = frozenset()
-    if sandbox.name == "bwrap" and own_task_file:  # mounts on top, before the command: what bwrap alone can do
-        held = _other_task_files(root, own_task_file)
+    if sandbox.name == "bwrap":  # mounts on top, before the command: what bwrap alone can also do
+        held = _other_task_files(root, own_task_file) if own_task_file else frozenset()
         at = argv.index("--")
         argv[at:at] = [arg for path in sorted(held) for arg in ("--ro-bind", path, path)]
+        if proxy is not None:  # the relay to the proxy, first inside the namespace
+            at = argv.index("--")
+            argv[at + 1:at + 1] = _bridge(proxy.path, allowlist.loopback_ports())
     notice = None
     if sandbox.name == "landlock" and not sandbox.top_level:
         notice = ("the agent CLI is sandboxed with Landlock, which cannot hide the engine's private folder "
                   "here (no mount namespace): it can read the runs' event keys (docs/engine-state.md)")
-    return Confined(sandbox, argv=argv, env=env, notice=notice, held=held)
+    return Confined(sandbox, argv=argv, env=env, notice=notice, held=held, proxy=proxy)
+
+
+def _bridge(path: str, ports: list[int]) -> list[str]:
+    import sys
+
+    from specflux.agent import netbridge
+
+    return [sys.executable, "-I", "-S", os.path.abspath(netbridge.__file__), "--socket", path,
+            *(arg for port in ports for arg in ("--port", str(port))), "--"]
 
 
 def _other_task_files(root: Path, own: str | None) -> frozenset[str]:

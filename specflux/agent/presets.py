@@ -20,6 +20,11 @@ same machinery with a command line of the user's own, and `[agents.NAME]` in
 - `usage`: the name of the reader of what the CLI prints (tokens, turns, its result), a kind of
   `specflux.agent.usage_readers`; "auto" tries each;
 - `env`: environment the CLI needs (switching off telemetry and self-updates, say);
+- `passes`: the user's variables the CLI gets (its model's API key and base URL: names, or
+  prefixes ending in `*`); of the rest of the user's environment it sees only the allowlist of
+  `specflux.agent.environment` (PATH, locale, terminal, `SPECFLUX_*`);
+- `hosts`: where its model's API is (host names, `*.domain` for any below it): what a confined
+  network lets it reach, with the hosts of the URLs among the `passes` (a base URL);
 - `home`: files and folders under HOME the CLI reads its login and settings from. A sandboxed
   agent CLI runs with HOME a private temporary folder (its writes stay there), into which these
   are copied first;
@@ -75,6 +80,8 @@ class Preset:
     env: Mapping[str, str] = field(default_factory=dict)
     home: tuple[str, ...] = ()
     verified: str = ""
+    passes: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
 
     def command_line(self, role: str, prompt: str, prompt_file: str, model: str | None = None) -> str:
         """The shell command line running this CLI for `role`, its context handed over as the
@@ -120,6 +127,12 @@ def substitute(line: str, values: Mapping[str, str]) -> str:
 
 # --------------------------------------------------------------------- the built-in presets
 
+# The model providers aider and opencode can talk to: their variables and their APIs' hosts.
+_PROVIDER_VARIABLES = ("OPENAI_*", "ANTHROPIC_*", "GEMINI_*", "GOOGLE_*", "OPENROUTER_*", "DEEPSEEK_*", "GROQ_*",
+                       "MISTRAL_*", "XAI_*", "OLLAMA_*")
+_PROVIDER_HOSTS = ("api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com", "openrouter.ai",
+                   "api.deepseek.com", "api.groq.com", "api.mistral.ai", "api.x.ai")
+
 _CLAUDE_READ = "Read,Glob,Grep,Bash"
 _CLAUDE_ENV = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no telemetry, error reports or update checks
@@ -147,6 +160,8 @@ CLAUDE = Preset(
     env=_CLAUDE_ENV,
     home=(".claude.json", ".claude/.credentials.json", ".claude/settings.json"),
     verified="2.1.332",
+    passes=("ANTHROPIC_*", "CLAUDE_CODE_*", "DISABLE_*"),
+    hosts=("api.anthropic.com", "console.anthropic.com", "platform.claude.com", "claude.ai"),
 )
 
 # Codex, Gemini CLI, aider and opencode: each checked against its real CLI in
@@ -170,6 +185,8 @@ CODEX = Preset(
     usage="codex",
     home=(".codex/config.toml", ".codex/auth.json"),
     verified="0.171.0",
+    passes=("OPENAI_*", "CODEX_*"),
+    hosts=("api.openai.com", "chatgpt.com", "auth.openai.com"),
 )
 
 _GEMINI_READ = "read_file,read_many_files,list_directory,glob,grep_search,run_shell_command"
@@ -194,6 +211,9 @@ GEMINI = Preset(
     home=(".gemini/settings.json", ".gemini/oauth_creds.json", ".gemini/google_accounts.json",
           ".gemini/installation_id", ".gemini/GEMINI.md"),
     verified="0.61.0",
+    passes=("GEMINI_*", "GOOGLE_*"),
+    hosts=("generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com", "oauth2.googleapis.com",
+           "*.aiplatform.googleapis.com"),
 )
 
 _AIDER_NOTE = ("Note: each line of a shell block you suggest runs as a command of its own, so hand in on one "
@@ -225,6 +245,8 @@ AIDER = Preset(
     home=(".aider.conf.yml", ".aider.model.settings.yml", ".aider.model.metadata.json", ".env",
           ".aider/caches/model_prices_and_context_window.json"),  # kept a day: not fetched every session
     verified="0.86.2",
+    passes=("AIDER_*", *_PROVIDER_VARIABLES),
+    hosts=_PROVIDER_HOSTS,
 )
 
 OPENCODE = Preset(
@@ -242,6 +264,8 @@ OPENCODE = Preset(
     env={"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"},
     home=(".config/opencode/opencode.json", ".config/opencode/opencode.jsonc", ".local/share/opencode/auth.json"),
     verified="1.18.33",
+    passes=("OPENCODE_*", *_PROVIDER_VARIABLES),
+    hosts=(*_PROVIDER_HOSTS, "models.dev"),
 )
 
 PRESETS: dict[str, Preset] = {preset.name: preset for preset in (CLAUDE, CODEX, GEMINI, AIDER, OPENCODE)}

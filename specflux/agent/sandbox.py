@@ -92,13 +92,22 @@ class Sandbox:
         """The line to show when commands run unconfined without the user having asked, else None."""
         return self.describe() if self.name == "none" else None
 
+    @property
+    def confines_network(self) -> bool:
+        """Whether `argv(..., connect=PORTS)` confines the network: bubblewrap (a namespace of its
+        own), Landlock from ABI 4 (TCP connections to those ports only)."""
+        return self.name == "bwrap" or (self.name == "landlock" and self.abi >= 4)
+
     def argv(self, command: str, root: str | os.PathLike, tmp: str | os.PathLike,
-             also: "tuple[str, ...] | list[str]" = (), hide: "list[str] | None" = None) -> list[str]:
+             also: "tuple[str, ...] | list[str]" = (), hide: "list[str] | None" = None,
+             connect: "list[int] | None" = None) -> list[str]:
         """The argv that runs shell `command` in this sandbox, writing only beneath `root` (minus
         `.git` and `.specflux`) and `tmp`, and the existing folders `also` (which may be inside
         `.specflux`: an agent CLI's task files and hand-in), and not reading the folders `hide`
         (None: the engine's private folders of `root`, store/state_dir.py; under Landlock only where
-        it has a mount namespace). Run it with cwd `root` and TMPDIR `tmp`."""
+        it has a mount namespace). Run it with cwd `root` and TMPDIR `tmp`.
+        With `connect` (where `confines_network`), no network: under Landlock TCP connections to
+        those ports only, under bubblewrap a network namespace of its own (loopback alone)."""
         shell = [SHELL, "-c", command]
         if hide is None:
             from specflux.store.state_dir import hidden  # not at the top: the launcher runs alone
@@ -110,11 +119,15 @@ class Sandbox:
         if self.name == "landlock":
             extra = [arg for path in also for arg in ("--write", path)]
             extra += [arg for path in hide for arg in ("--hide", path)] if self.top_level else []
+            if connect is not None and self.confines_network:
+                extra += ["--connect", ",".join(map(str, connect)) or "-"]
             return [sys.executable, "-I", "-S", os.path.abspath(__file__), "landlock",
                     "--repo", root, "--write", tmp, *extra, *(["--mounts"] if self.top_level else []), "--", *shell]
         if self.name == "bwrap":
             extra = [arg for path in also for arg in ("--bind", path, path)]
             extra += [arg for path in hide for arg in ("--tmpfs", path, "--remount-ro", path)]
+            if connect is not None:
+                extra.append("--unshare-net")
             return [_which("bwrap") or "bwrap", *bwrap_options(root, tmp), *extra, "--", *shell]
         if self.name == "sandbox-exec":
             return ["sandbox-exec", *seatbelt_options(root, tmp, also, hide), *shell]
@@ -237,6 +250,13 @@ def writable_entries(root: str) -> list[str]:
 # -- bubblewrap ------------------------------------------------------------------------------
 
 
+# A PID namespace with its own /proc: what the command leaves running is killed when it exits, and
+# it sees (and signals) no process outside. --cap-drop ALL: bwrap run by root leaves root its
+# capabilities, and with CAP_SYS_ADMIN a command could simply unmount the read-only .git.
+_BWRAP_BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid", "--die-with-parent",
+               "--cap-drop", "ALL")
+
+
 @functools.cache
 def _bwrap_problem(path: str | None) -> str | None:
     """Why bwrap at `path` cannot sandbox here (it needs namespaces), or None: runs it once."""
@@ -244,7 +264,7 @@ def _bwrap_problem(path: str | None) -> str | None:
 
     if path is None:
         return "bwrap is not installed"
-    probe = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--die-with-parent", "--cap-drop", "ALL", "--", "true"]
+    probe = [path, *_BWRAP_BASE, "--", "true"]
     try:
         done = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -270,9 +290,7 @@ def bwrap_options(root: str, tmp: str) -> list[str]:
 
     Where the root is not writable (`root_is_writable`), only its other top-level entries are.
     """
-    # --cap-drop ALL: bwrap run by root leaves root its capabilities, and with CAP_SYS_ADMIN a
-    # command could simply unmount the read-only .git.
-    options = ["--ro-bind", "/", "/", "--dev", "/dev", "--die-with-parent", "--cap-drop", "ALL"]
+    options = list(_BWRAP_BASE)
     if root_is_writable(root):
         options += ["--bind", root, root]
         for name in read_only_entries(root):
@@ -319,9 +337,15 @@ def write_rights(abi: int) -> int:
 
 
 class _RulesetAttr(ctypes.Structure):
-    # Only the first field: the kernel accepts a shorter struct, and network and scope rules
-    # (ABI 4 and 6) are not about writing files.
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    # Not the scopes (ABI 6). A kernel older than ABI 4 takes the network field while it is 0.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64)]
+
+
+class _NetPortAttr(ctypes.Structure):
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
+_RULE_NET_PORT, CONNECT_TCP = 2, 1 << 1  # ABI 4: TCP connect(2) only to the ports allowed
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -389,15 +413,20 @@ def _allow(ruleset: int, path: str, rights: int, dir_fd: int | None = None) -> N
         os.close(fd)
 
 
-def restrict_writes(repo: str, also: list[str], mounts: bool = False, hide: "list[str] | None" = None) -> None:
+def restrict_writes(repo: str, also: list[str], mounts: bool = False, hide: "list[str] | None" = None,
+                    connect: list[int] | None = None) -> None:
     """Confine this process and its future children with Landlock: writes only beneath the
-    writable entries of `repo`, the folders `also` and the DEVICES. Irreversible.
+    writable entries of `repo`, the folders `also` and the DEVICES, and with `connect` (ABI 4)
+    TCP connections only to those ports. Irreversible.
 
     With `mounts`, where the root is writable (`root_is_writable`): in a mount namespace of its
     own where the `read_only_entries` are mounted read-only, writes beneath the whole of `repo`.
     """
-    rights = write_rights(_landlock_abi())
-    attr = _RulesetAttr(rights)
+    abi = _landlock_abi()
+    rights = write_rights(abi)
+    if connect is not None and abi < 4:
+        raise OSError(errno.ENOTSUP, f"this kernel's Landlock (ABI {abi}) cannot confine the network (it needs ABI 4)")
+    attr = _RulesetAttr(rights, CONNECT_TCP if connect is not None else 0)
     ruleset = _syscall(_CREATE_RULESET, ctypes.c_void_p(ctypes.addressof(attr)), ctypes.sizeof(attr), 0)
     try:
         whole = mounts and root_is_writable(repo)
@@ -424,6 +453,9 @@ def restrict_writes(repo: str, also: list[str], mounts: bool = False, hide: "lis
             os.close(root_fd)
         for path in [*also, *(d for d in DEVICES if os.path.exists(d))]:
             _allow(ruleset, os.path.realpath(path), rights)
+        for port in connect or ():
+            rule = _NetPortAttr(CONNECT_TCP, port)
+            _syscall(_ADD_RULE, ruleset, _RULE_NET_PORT, ctypes.c_void_p(ctypes.addressof(rule)), 0)
         _no_new_privs()
         _syscall(_RESTRICT_SELF, ruleset, 0)
     finally:
@@ -536,11 +568,13 @@ def seatbelt_options(root: str, tmp: str, also: "list[str] | tuple[str, ...]" = 
 
 # -- the Landlock launcher -------------------------------------------------------------------
 
-_USAGE = "usage: python sandbox.py landlock --repo DIR [--write DIR]... [--hide DIR]... [--mounts] -- COMMAND [ARG]..."
+_USAGE = ("usage: python sandbox.py landlock --repo DIR [--write DIR]... [--hide DIR]... [--connect PORTS] [--mounts] "
+          "-- COMMAND [ARG]...")
 
 
-def _parse(args: list[str]) -> tuple[str, list[str], bool, list[str], list[str]] | None:
-    """(repo, other writable folders, --mounts, command, folders to hide) from the launcher's
+def _parse(args: list[str]) -> tuple[str, list[str], bool, list[int] | None, list[str], list[str]] | None:
+    """(repo, other writable folders, --mounts, the ports of --connect (comma-separated, "-" for
+    none; None: the network is not confined), command, folders to hide) from the launcher's
     arguments, or None."""
     if len(args) < 2 or args[0] != "landlock" or "--" not in args:
         return None
@@ -550,7 +584,7 @@ def _parse(args: list[str]) -> tuple[str, list[str], bool, list[str], list[str]]
     options = [o for o in options if o != "--mounts"]
     if not command or len(options) % 2:
         return None
-    repo, also, hide = None, [], []
+    repo, also, connect, hide = None, [], None, []
     for flag, value in zip(options[::2], options[1::2]):
         if flag == "--repo":
             repo = value
@@ -558,9 +592,11 @@ def _parse(args: list[str]) -> tuple[str, list[str], bool, list[str], list[str]]
             also.append(value)
         elif flag == "--hide":
             hide.append(value)
+        elif flag == "--connect" and all(p.isdigit() for p in value.split(",") if p != "-"):
+            connect = [int(p) for p in value.split(",") if p != "-"]
         else:
             return None
-    return (repo, also, mounts, command, hide) if repo is not None else None
+    return (repo, also, mounts, connect, command, hide) if repo is not None else None
 
 
 def _launch(args: list[str]) -> int:
@@ -569,9 +605,9 @@ def _launch(args: list[str]) -> int:
     if parsed is None:
         print(_USAGE, file=sys.stderr)
         return 2
-    repo, also, mounts, command, hide = parsed
+    repo, also, mounts, connect, command, hide = parsed
     try:
-        restrict_writes(os.path.realpath(repo), also, mounts, hide)
+        restrict_writes(os.path.realpath(repo), also, mounts, hide, connect)
     except OSError as e:
         print(f"specflux sandbox: cannot confine the command with Landlock, so it did not run: {e.strerror or e}",
               file=sys.stderr)

@@ -357,7 +357,9 @@ class Toolbox:
 
     def _run_command(self, a: _Run) -> str:
         timeout = min(a.timeout_s or self.command_timeout_s, self.command_timeout_s)
-        env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        from specflux.agent.environment import agent_env
+
+        env = agent_env(os.environ)  # the allowlist: no API key, SSH agent or other secret of the user's
         command: str | list[str] = a.command
         if self.sandbox is not None and self.sandbox.confined:
             if self._tmp is None:
@@ -365,14 +367,20 @@ class Toolbox:
             from specflux.agent.sandbox import temp_env
 
             env.update(temp_env(self._tmp))
-            command = self.sandbox.argv(a.command, self.root, self._tmp)
-        proc = subprocess.Popen(command, shell=isinstance(command, str), cwd=self.root, env=env,
+            # no network: what an API agent runs needs none (the engine talks to the model)
+            command = self.sandbox.argv(a.command, self.root, self._tmp,
+                                        connect=[] if self.sandbox.confines_network else None)
+        if isinstance(command, str):
+            command = ["/bin/sh", "-c", command]
+        from specflux.agent import reaper  # nothing the command starts outlives it, `setsid` or not
+
+        proc = subprocess.Popen(reaper.argv(command), cwd=self.root, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            kill_group(proc)
+            reaper.stop(proc)
             try:
                 out, err = proc.communicate(timeout=2)
             except subprocess.TimeoutExpired:  # something escaped the group and holds the pipes
@@ -380,8 +388,7 @@ class Toolbox:
             raise ToolError(f"timed out after {timeout:g}s; the command and its children were killed\n"
                             + self._streams(out, err)) from None
         except BaseException:
-            kill_group(proc)
-            proc.wait()
+            reaper.stop(proc)
             raise
         return f"exit code: {proc.returncode}\n" + self._streams(out, err)
 

@@ -92,8 +92,8 @@ def codex_home(server: ScriptedServer, home: Path) -> dict[str, str]:
     (home / ".codex" / "config.toml").write_text(
         'model = "gpt-5.5"\nmodel_provider = "scripted"\ncheck_for_update_on_startup = false\n\n'
         f'[model_providers.scripted]\nname = "scripted"\nbase_url = "{server.base_url}/v1"\n'
-        'env_key = "SCRIPTED_API_KEY"\nwire_api = "responses"\n')
-    return {"SCRIPTED_API_KEY": "sk-scripted"}
+        'env_key = "OPENAI_API_KEY"\nwire_api = "responses"\n')
+    return {"OPENAI_API_KEY": "sk-scripted"}  # a variable the preset passes on (OPENAI_*)
 
 
 def codex_patch(path: str, old: str, new: str) -> Reply:
@@ -261,7 +261,10 @@ def cli_env(cli: Cli, server: ScriptedServer, home: Path) -> dict[str, str]:
     """The CLI and `specflux` on PATH, pointed at the scripted server, with a HOME of its own."""
     extra = cli.configure(server, home)
     path = os.pathsep.join([str(cli.binary.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    return {**os.environ, **extra, **OFFLINE, "PATH": path, "HOME": str(home), "SPECFLUX_CLI_SANDBOX": "auto"}
+    # SPECFLUX_AGENT_HOSTS: the scripted server, for the CLIs whose base URL is in their own
+    # config file (Codex, opencode), which a confined network lets them reach only when named
+    return {**os.environ, **extra, **OFFLINE, "PATH": path, "HOME": str(home), "SPECFLUX_CLI_SANDBOX": "auto",
+            "SPECFLUX_AGENT_HOSTS": server.base_url}
 
 
 def specflux(repo: Path, *args: str, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:

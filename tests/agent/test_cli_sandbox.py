@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not SANDBOX.confined, reason=f"no sandbox on thi
 
 AGENT = '''\
 import json, os, shutil, subprocess, sys
-outside, report = sys.argv[1], {}
+outside, real_home, report = sys.argv[1], sys.argv[2], {}
 def attempt(name, path):
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -35,7 +35,7 @@ def attempt(name, path):
 attempt("outside", outside)
 attempt("git_hook", os.path.join(".git", "hooks", "pre-commit"))
 attempt("config", os.path.join(".specflux", "config.toml"))
-attempt("real_home", os.path.join(os.environ["REAL_HOME"], ".agentrc"))
+attempt("real_home", os.path.join(real_home, ".agentrc"))
 attempt("own_home", os.path.join(os.environ["HOME"], ".agentrc"))
 attempt("work", os.path.join("src", "work.py"))
 attempt("holds", os.path.join(".specflux", "locks", "holds", "task-1.json"))
@@ -66,9 +66,9 @@ def project(git_repo: Path, capsys, tmp_path) -> Path:
 def agent_run(repo: Path, tmp_path: Path, *extra: str, sandbox: str = "auto") -> tuple[subprocess.CompletedProcess, dict]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": sandbox, "HOME": str(home), "REAL_HOME": str(home),
+    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": sandbox, "HOME": str(home),
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
-    cmd = f"{sys.executable} agent.py {tmp_path / 'outside.txt'}"
+    cmd = f"{sys.executable} agent.py {tmp_path / 'outside.txt'} {home}"
     done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), "run", "1", "--agent", "command",
                            "--cmd", cmd, *extra], capture_output=True, text=True, env=env, timeout=300)
     report = json.loads((repo / "report.json").read_text())
@@ -136,8 +136,8 @@ def test_parallel_lanes_write_only_their_own_worktree(git_repo, capsys, tmp_path
             "coder:2": [{"sh": mischief, "write": {"two.txt": "2\n"}, "check": True, "chain": "two"}],
             "reviewer": [{"approved": True}]}
     (tmp_path / "plan.json").write_text(json.dumps(plan))
-    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": "auto", "FAKE_PLAN": str(tmp_path / "plan.json"),
-           "FAKE_STATE": ".specflux/cache/agent-state",  # relative: inside each lane's worktree
+    env = {**os.environ, "SPECFLUX_CLI_SANDBOX": "auto", "SPECFLUX_FAKE_PLAN": str(tmp_path / "plan.json"),
+           "SPECFLUX_FAKE_STATE": ".specflux/cache/agent-state",  # relative: inside each lane's worktree
            "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = f"{sys.executable} {FAKE_AGENT}"
     done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(git_repo), "flow", "start", "--all",

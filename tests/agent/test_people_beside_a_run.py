@@ -39,16 +39,16 @@ AGENT_ISSUES = "The agent found no issues"
 
 # A coder agent CLI that saves its context, waits until the test says "go" (the person works
 # meanwhile), then fixes add(), ticks the criteria, writes the chain output and its own session
-# entry: in the file, numbered as its context said when it started (AGENT_ENTRY=file), through
+# entry: in the file, numbered as its context said when it started (SPECFLUX_AGENT_ENTRY=file), through
 # `specflux session --no-commit` (cli), or not at all (none). Any other role is the usual fake.
 CODER = r'''
 import os, pathlib, re, runpy, subprocess, sys, time
 
 if os.environ.get("SPECFLUX_ROLE", "coder") != "coder":
-    sys.argv = [os.environ["FAKE_REVIEWER"]]
-    runpy.run_path(os.environ["FAKE_REVIEWER"], run_name="__main__")
+    sys.argv = [os.environ["SPECFLUX_FAKE_REVIEWER"]]
+    runpy.run_path(os.environ["SPECFLUX_FAKE_REVIEWER"], run_name="__main__")
     sys.exit(0)
-state = pathlib.Path(os.environ["FAKE_STATE"])
+state = pathlib.Path(os.environ["SPECFLUX_FAKE_STATE"])
 state.mkdir(parents=True, exist_ok=True)
 context = sys.stdin.read()
 n = len(list(state.glob("coder-1-*.txt"))) + 1
@@ -61,7 +61,7 @@ task_file = pathlib.Path(os.environ["SPECFLUX_TASK_FILE"])
 text = task_file.read_text()  # as it is now: the person's edits in it
 text = text.replace("- [ ]", "- [x]").replace(
     "(To be completed)", "### Summary\nadd() returns a + b\n\n### For Downstream Tasks\nUse add().")
-mode = os.environ.get("AGENT_ENTRY", "file")
+mode = os.environ.get("SPECFLUX_AGENT_ENTRY", "file")
 if mode == "file":
     number = re.search(r"this is session (\d+)", context).group(1)
     block = (f"### Session {number} - 2024-01-02 10:00\n**Did:**\n- Fixed add() to return a + b\n\n"
@@ -94,7 +94,7 @@ def agent_env(tmp_path: Path, entry: str) -> dict[str, str]:
     script = tmp_path / "coder.py"
     script.write_text(CODER)
     env = fake_agent_plan(tmp_path, reviewer=[{"approved": True}])
-    return {**env, "FAKE_REVIEWER": str(AGENT), "AGENT_ENTRY": entry, "CODER": str(script)}
+    return {**env, "SPECFLUX_FAKE_REVIEWER": str(AGENT), "SPECFLUX_AGENT_ENTRY": entry, "CODER": str(script)}
 
 
 def background(repo: Path, env: dict, *args: str) -> subprocess.Popen:
@@ -296,7 +296,7 @@ def test_a_task_file_changed_before_the_session_and_logged_in_meanwhile(project,
 
 BREAKER = r'''
 import os, pathlib, sys, time
-state = pathlib.Path(os.environ["FAKE_STATE"])
+state = pathlib.Path(os.environ["SPECFLUX_FAKE_STATE"])
 state.mkdir(parents=True, exist_ok=True)
 (state / "coder-1-1.txt").write_text(sys.stdin.read())
 deadline = time.time() + 60

@@ -11,7 +11,10 @@ import json
 import os
 import re
 import shlex
+import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -390,14 +393,21 @@ def test_a_rate_limited_session_retries_and_completes_with_summed_usage(project,
 def test_ctrl_c_during_a_command_is_logged_and_nothing_is_lost(project, api, capsys):
     """A real SIGINT to this process while the agent's command runs, as Ctrl-C in a terminal."""
     repo = project
+    mark = f"specflux-ctrl-c-{os.getpid()}-{time.monotonic_ns()}"
     server = api(
         Reply(calls=[call("write_file", path="src/shout.py", content=SHOUT), call("check_criterion", index=2)],
               usage=usage(300, 30)),
-        Reply(calls=[call("run_command", command=f"kill -INT {os.getpid()}; sleep 20")], usage=usage(400, 40)),
+        Reply(calls=[call("run_command", command=f"sh -c 'sleep 20' {mark}")], usage=usage(400, 40)),
         Reply(calls=[call("end_session", did=["never reached"], issues="", next="")]),
     )
     before = commit_count(repo)
 
+    def ctrl_c_once_the_command_runs():  # the command cannot signal specflux: a sandbox has its own PIDs
+        while subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode != 0:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_the_command_runs, daemon=True).start()
     started = time.monotonic()
     code, out, err = cli(capsys, repo, "run", "101")
 

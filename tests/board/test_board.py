@@ -85,7 +85,7 @@ def workspace(tmp_path_factory) -> Path:
     plan = repo.parent / "plan.json"
     plan.write_text(json.dumps({"coder:7": [{"write": {"ran.txt": "it ran\n"}, "check": True, "chain": "it ran"}],
                                 "reviewer": [{"approved": True}]}))
-    env = {**os.environ, "FAKE_PLAN": str(plan), "FAKE_STATE": str(repo.parent / "agent-state"),
+    env = {**os.environ, "SPECFLUX_FAKE_PLAN": str(plan), "SPECFLUX_FAKE_STATE": str(repo.parent / "agent-state"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
     done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), "flow", "start", "7",

@@ -121,7 +121,7 @@ def project(git_repo, capsys, monkeypatch) -> Path:
     git(root, "commit", "-q", "-m", "project")
     plan = root.parent / "plan.json"
     plan.write_text(json.dumps({"coder": [{"check": True, "chain": "done"}], "reviewer": [{"approved": True}]}))
-    env = {**os.environ, "FAKE_PLAN": str(plan), "FAKE_STATE": str(root.parent / "agent-state"),
+    env = {**os.environ, "SPECFLUX_FAKE_PLAN": str(plan), "SPECFLUX_FAKE_STATE": str(root.parent / "agent-state"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     agent = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
     done = subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(root), "flow", "start", "1", "2",

@@ -27,7 +27,7 @@ def agent_cmd() -> str:
 def env_for(tmp_path: Path, plan: dict) -> dict[str, str]:
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
-    return {**os.environ, **GIT_ENV, "FAKE_PLAN": str(path), "FAKE_STATE": str(tmp_path / "agent-state"),
+    return {**os.environ, **GIT_ENV, "SPECFLUX_FAKE_PLAN": str(path), "SPECFLUX_FAKE_STATE": str(tmp_path / "agent-state"),
             "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 

@@ -37,7 +37,7 @@ def available(name: str) -> bool:
 MODES = [pytest.param(m, marks=pytest.mark.skipif(not available(m), reason=f"{m} is not available here"))
          for m in ("bwrap", "landlock", "off")]
 
-# The coder: does its MISCHIEF, ticks its criterion through specflux, writes its summary; the
+# The coder: does its SPECFLUX_TEST_MISCHIEF, ticks its criterion through specflux, writes its summary; the
 # reviewer approves. What it saw goes to .specflux/cache/ (writable in every mode, ignored by git).
 AGENT = textwrap.dedent('''\
     import glob, json, os, pathlib, subprocess, sys, time
@@ -46,7 +46,7 @@ AGENT = textwrap.dedent('''\
     out = pathlib.Path(".specflux/cache")
     out.mkdir(exist_ok=True)
     git_dir = subprocess.run(["git", "rev-parse", "--git-common-dir"], capture_output=True, text=True).stdout.strip()
-    mischief, report = os.environ.get("MISCHIEF", ""), {}
+    mischief, report = os.environ.get("SPECFLUX_TEST_MISCHIEF", ""), {}
 
     def poison():  # a row for task 2 that says complete, keyed to its file as it is now
         st = os.stat(".specflux/task-states/task-2-state.md")
@@ -131,7 +131,7 @@ def project(git_repo: Path, capsys) -> Path:
 
 
 def env_for(mode: str, mischief: str, **extra: str) -> dict:
-    return {"SPECFLUX_CLI_SANDBOX": mode, "MISCHIEF": mischief,
+    return {"SPECFLUX_CLI_SANDBOX": mode, "SPECFLUX_TEST_MISCHIEF": mischief,
             "PYTHONPATH": str(Path(__file__).resolve().parents[2]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
             **extra}
 
@@ -193,7 +193,7 @@ def test_a_coder_that_deletes_the_holds_does_not_let_a_second_run_in(project, mo
         wait_for(project / ".specflux" / "cache" / "deleted", first)
         holder = json.loads(specflux(project, "flow", "status", "--json").stdout)["runId"]
         second = specflux(project, *start_argv(project, "1")[5:], env=env_for(mode, ""), timeout=120)
-        assert second.returncode == 2, second.stdout + second.stderr
+        assert second.returncode == 1, second.stdout + second.stderr
         assert f"held by another run: task 1 (run {holder})" in second.stderr
     finally:
         go.write_text("")

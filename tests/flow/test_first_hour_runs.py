@@ -32,7 +32,7 @@ if role == "reviewer":
     subprocess.run([sys.executable, "-m", "specflux.cli", "submit-review", "--json", "-"],
                    input=json.dumps(review), text=True, check=True)
     sys.exit(0)
-if os.environ.get("LAZY"):  # an agent that does nothing at all
+if os.environ.get("SPECFLUX_TEST_LAZY"):  # an agent that does nothing at all
     sys.exit(0)
 work = pathlib.Path(f"work-{task}.txt")
 if not work.exists():  # idempotent, as a good agent is: work already done is not done again
@@ -40,13 +40,13 @@ if not work.exists():  # idempotent, as a good agent is: work already done is no
 path.write_text(text.replace("- [ ]", "- [x]").replace(
     "(To be completed)", f"### Summary\\ntask {task} done\\n\\n### For Downstream Tasks\\nread work-{task}.txt"))
 print("agent line 1", flush=True)
-gate = os.environ.get("GATE")
+gate = os.environ.get("SPECFLUX_TEST_GATE")
 if gate and not pathlib.Path(gate, "go").exists():
     pathlib.Path(gate, "started").touch()
     deadline = time.monotonic() + 60
     while not pathlib.Path(gate, "go").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-fill = os.environ.get("FILL")
+fill = os.environ.get("SPECFLUX_TEST_FILL")
 if fill and not pathlib.Path(fill + ".done").exists():  # fill the disk once, as a runaway build would
     pathlib.Path(fill + ".done").touch()
     with open(fill, "wb") as out:
@@ -156,7 +156,7 @@ def test_an_uncommitted_change_to_a_task_file_is_said_up_front(project):
 
 
 def test_a_run_that_fails_says_in_its_last_line_why_and_what_to_do(project):
-    done = sf(project, "flow", "start", "1", *agent_args(project), "--max-iterations", "2", code=1, env={"LAZY": "1"})
+    done = sf(project, "flow", "start", "1", *agent_args(project), "--max-iterations", "2", code=1, env={"SPECFLUX_TEST_LAZY": "1"})
     last = done.stdout.rstrip().splitlines()[-1].strip()
     run_id = done.stdout.splitlines()[0]
     assert last.startswith("failed (max_iterations): the attempts' commits are on branch main"), last
@@ -201,7 +201,7 @@ def start_gated(repo: Path, gate: Path, *args: str) -> subprocess.Popen:
     gate.mkdir(exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(repo), "flow", "start", *args,
                              *agent_args(repo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT), "GATE": str(gate)})
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "SPECFLUX_TEST_GATE": str(gate)})
 
 
 def read_until(stream, text: str) -> None:
@@ -271,12 +271,12 @@ def test_a_full_disk_pauses_the_run_and_resume_goes_on_once_space_is_freed(small
     make_project(repo, tmp_path / "agent.py")
     (repo.parent / "agent.py").write_text(AGENT)
     fill = small_disk / "fill"
-    done = sf(repo, "flow", "start", "1", *agent_args(repo), code=1, env={"FILL": str(fill)})
+    done = sf(repo, "flow", "start", "1", *agent_args(repo), code=1, env={"SPECFLUX_TEST_FILL": str(fill)})
     assert "the disk is full" in done.stderr
     assert "`specflux flow resume" in done.stderr.rstrip().splitlines()[-1], done.stderr
     run = state(repo)
     assert run["status"] == "paused" and "the disk is full" in run["failureDetail"], run
     fill.unlink()
-    done = sf(repo, "flow", "resume", env={"FILL": str(fill)})
+    done = sf(repo, "flow", "resume", env={"SPECFLUX_TEST_FILL": str(fill)})
     assert state(repo)["status"] == "completed", done.stderr
     assert state(repo)["tasks"][0]["status"] == "complete"
