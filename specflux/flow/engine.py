@@ -7,10 +7,7 @@ recorded before its effects (tasks accepted or failed, new steps requested), so 
 `kill -9` at any moment `drive()` continues exactly where the run was: a finished step is never
 run again, an interrupted one is run again once (its attempt committed as such first). The log
 is fsynced once per step (SYNCED): at `step_started`, or when a decision's effects journal the
-task files they write (flow/record/journal.py), which are then written without fsyncs of their
-own. After a power loss the run resumes from the last step synced at worst, which is the same
-recovery (a step whose session finished is not run again), and a drive first writes back any
-journaled file the disk lost.
+task files they write (flow/record/journal.py, which also writes back after a power loss).
 
 The decision itself comes from a Spec (decisions.py): the engine gives it the state, the step's
 response and a context whose `now` and `seed` are recorded in the step's event, so a replay of
