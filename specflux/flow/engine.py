@@ -26,15 +26,8 @@ from specflux.base.crashpoint import crash_point
 from specflux.base.errors import SpecfluxError
 from specflux.base.files import journaled
 from specflux.format.render import now_stamp
-from specflux.flow.decisions import (
-    AgentErrorInfo,
-    AgentResponse,
-    Annotate,
-    Decision,
-    DecisionContext,
-    RequestApproval,
-    RequestWork,
-)
+from specflux.flow.decisions import (AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext,
+                                     RequestApproval, RequestWork)
 from specflux.flow.record.journal import FILES, UNDONE, RunJournal, redo_lost_writes
 from specflux.flow.record.stop_watch import StopWatcher
 from specflux.flow.steps.evidence import untested_acceptance
