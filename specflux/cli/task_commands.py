@@ -184,9 +184,9 @@ def cmd_complete(args) -> int:
 
 @command("handoff")
 def cmd_handoff(args) -> int:
-    from specflux.store.handoff import hand_off
+    from specflux.store.chain_output import write_chain_output
 
-    outcome = hand_off(open_manager(args.root, commit=False), args.id, args.summary, args.downstream)
+    outcome = write_chain_output(open_manager(args.root, commit=False), args.id, args.summary, args.downstream)
     notices(outcome)
     print(f"task {outcome.task_id}: chain output written (not complete: `specflux complete`, or the run, decides)")
     return 0

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
 
 
-def hand_off(manager: "TaskStateManager", task_id: str, summary: str, downstream: str | None = None) -> Outcome:
+def write_chain_output(manager: "TaskStateManager", task_id: str, summary: str, downstream: str | None = None) -> Outcome:
     """Write `### Summary` (and `### For Downstream Tasks` when given) into the task's Chain Output,
     keeping every other subsection and any text a person wrote there."""
     task_id = check_id(task_id)
