@@ -283,6 +283,10 @@ def test_kill_9_at_many_points_then_resume_ends_as_it_would_have(project, tmp_pa
     rng = random.Random(7)
     kills = 0
     proc = _background(project, env, "flow", "start")
+    deadline = time.monotonic() + 120  # the kills start once the run exists: what is timed is the run, not
+    while not any((project / ".specflux" / "runs").glob("run-*/events.jsonl")):  # how long a loaded
+        assert proc.poll() is None and time.monotonic() < deadline, "the run was never created"  # machine takes
+        time.sleep(0.05)  # to start Python
     while kills < 8:  # then let it finish: on a loaded machine a resume may need longer than any wait
         time.sleep(rng.uniform(0.2, 1.5))
         if proc.poll() is not None:
