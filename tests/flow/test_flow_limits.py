@@ -168,9 +168,10 @@ def test_the_token_budget_names_its_numbers(project, tmp_path):
 
 def test_a_coder_session_that_times_out_is_a_failed_attempt_retried_under_the_limits(project, tmp_path):
     config = project / ".specflux" / "config.toml"
-    config.write_text(config.read_text().replace("[agent]\n", "[agent]\nsession_timeout_s = 1\n", 1))
+    # 8 s: long enough for every other session to start its Python on a loaded machine
+    config.write_text(config.read_text().replace("[agent]\n", "[agent]\nsession_timeout_s = 8\n", 1))
     git(project, "commit", "-qam", "timeout")
-    env = plan(tmp_path, coder__1=[{"sleep": 30}, FIX], coder__2=[DOCS])
+    env = plan(tmp_path, coder__1=[{"sleep": 60}, FIX], coder__2=[DOCS])
     done = start(project, env)
     assert done.returncode == 0, done.stdout + done.stderr
     state = status(project)
@@ -179,7 +180,7 @@ def test_a_coder_session_that_times_out_is_a_failed_attempt_retried_under_the_li
               (project / ".specflux" / "runs" / state["runId"] / "events.jsonl").read_text().splitlines()]
     first = next(e for e in events if e["type"] == "step_finished" and e["kind"] == "coder")
     assert first["status"] == "OK" and first["output"]["selfValidation"]["passed"] is False
-    assert "timed out after 1s" in first["output"]["selfValidation"]["issues"][0]
+    assert "timed out after 8s" in first["output"]["selfValidation"]["issues"][0]
     assert "Why the last attempt failed" in (tmp_path / "agent-state" / "coder-1-2.txt").read_text()
 
 
@@ -200,7 +201,7 @@ def test_flow_stop_leaves_no_task_in_progress(project, tmp_path):
 
 
 def test_ctrl_c_pauses_the_run_and_exits_130(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{"sleep": 30}, FIX], coder__2=[DOCS])
+    env = plan(tmp_path, coder__1=[{"sleep": 60}, FIX], coder__2=[DOCS])
     proc = _background(project, env, "flow", "start")
     try:
         _wait_for(lambda: attempts(tmp_path) == 1)
