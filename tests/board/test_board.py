@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+
+from tests.board.browser_kit import browser  # noqa: F401  (a fixture)
 
 from specflux.board.page import embed, gather, histories, layout, render
 from specflux.store.chain import Graph
@@ -224,21 +225,6 @@ def test_board_writes_the_default_page_git_ignored_and_refuses_a_folder(workspac
 # --------------------------------------------------------------------- in a browser
 
 
-@pytest.fixture
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe:
-        pytest.skip("no chromium on PATH (apt-get install chromium; .ci/run does so as root)")
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @contextmanager

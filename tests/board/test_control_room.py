@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.board.browser_kit import browser  # noqa: F401  (a fixture)
 from tests.conftest import git
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,21 +176,6 @@ def test_read_only_serves_the_page_with_no_actions(tmp_path):
 # --------------------------------------------------------------------- in a browser
 
 
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe:
-        pytest.skip("no chromium on PATH (apt-get install chromium; .ci/run does so as root)")
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 @contextmanager
