@@ -89,14 +89,14 @@ def _finish(run, state) -> int:
              f"{state['iteration']} step(s), {m['totalAttempts']} coder attempt(s), {m['totalReviews']} review(s); "
              f"{tokens_text(m)}; cost {cost_text(m)}"
              + (f" of a budget of {money(state['budgetUsd'])}" if state.get("budgetUsd") else "")]
-    said = _last_word(run, state)  # an overshoot, or who took the run's tasks
-    if said:
-        lines.append(f"  {said}")
     interrupted = interrupts.pressed and status == "paused"  # Ctrl-C (or SIGHUP, a closed pipe) paused it
     if interrupted and not interrupts.why:
         lines.append(f"  interrupted: `specflux flow resume {run.id}` goes on from here")
     elif next_step(run, state):
         lines.append(f"  {next_step(run, state)}")
+    said = _last_word(run, state)  # an overshoot, or who took the run's tasks: the last word
+    if said:
+        lines.append(f"  {said}")
     for line in lines:
         _print(line, pause=False)
     if interrupts.why and status == "paused":  # stdout may be what closed: said where it can be seen

@@ -82,7 +82,7 @@ def sessions_counted(repo: Path, tasks: str = "1234") -> dict:
 
 
 def test_budget_usd_in_four_lanes_keeps_every_lane_and_says_the_overshoot(four, tmp_path):
-    done = start(four, coders(tmp_path), "--parallel", "4", "--budget-usd", "0.05")
+    done = start(four, coders(tmp_path), "--parallel", "4", "--budget-usd", "0.05", "--allow-unmetered")
     assert done.returncode == 1, done.stdout + done.stderr
     state = status(four)
     assert (state["status"], state["failureReason"]) == ("failed", "budget_usd")
@@ -128,7 +128,7 @@ def test_budget_usd_in_two_lanes(four, tmp_path):
         wait_for_two[f"coder__{task}"] = [{"sh": f"printf '{name.lower()}\\n' > {name}.md && {wait}; "
                                                  f"{printing(result(0.04))}", "check": True, "chain": "x"}]
     env = plan(tmp_path, **wait_for_two, reviewer=[{"approved": True, "sh": printing(result(0.04))}])
-    done = start(four, env, "--parallel", "2", "1", "2", "--budget-usd", "0.05")
+    done = start(four, env, "--parallel", "2", "1", "2", "--budget-usd", "0.05", "--allow-unmetered")
     assert done.returncode == 1, done.stdout + done.stderr
     state = status(four)
     assert state["metrics"]["costUsd"] == pytest.approx(0.08)
@@ -140,7 +140,7 @@ def test_budget_usd_in_two_lanes(four, tmp_path):
 def test_budget_usd_in_one_lane_says_the_overshoot(four, tmp_path):
     env = plan(tmp_path, coder__1=[{"sh": "printf 'apples\\n' > APPLES.md; " + printing(result(0.04)), "check": True,
                                     "chain": "x"}], reviewer=[{"approved": True, "sh": printing(result(0.04))}])
-    done = start(four, env, "1", "--budget-usd", "0.05")
+    done = start(four, env, "1", "--budget-usd", "0.05", "--allow-unmetered")
     assert done.returncode == 1, done.stdout + done.stderr
     state = status(four)
     assert state["metrics"]["costUsd"] == pytest.approx(0.08)

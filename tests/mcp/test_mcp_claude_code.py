@@ -104,8 +104,8 @@ def test_the_tool_list_as_claude_code_sends_it(repo, tmp_path):
          "complete_task", "set_task"])
     chars = len(json.dumps(sent, separators=(",", ":")))
     tokens = chars // 4
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "docs" / "mcp.md").read_text(encoding="utf-8")
     figure = re.search(r"as\s+Claude\s+Code\s+sends\s+it.{0,400}?about\s+([\d,]+)\s+tokens", readme, re.S)
-    assert figure, "README's MCP section gives the tool list's size as Claude Code sends it"
+    assert figure, "docs/mcp.md gives the tool list's size as Claude Code sends it"
     said = int(figure.group(1).replace(",", ""))
     assert abs(tokens - said) <= said * 0.1, f"README says about {said} tokens; Claude Code sends {chars} chars, ~{tokens}"
