@@ -142,6 +142,31 @@ def spread(samples: Sequence[float]) -> str:
     return f"{md(samples):.1f} ({min(samples):.0f}-{max(samples):.0f}, n={len(samples)})"
 
 
+def round_ratios(samples: dict[str, list[float]], a: str, b: str) -> list[float]:
+    """Per-round ratios a/b of samples taken by `compare` (round i of a against round i of b, run
+    back to back): a busy minute slows both sides of a round alike, so their ratio holds still."""
+    return [x / y for x, y in zip(samples[a], samples[b]) if y]
+
+
+def ratio_cell(ratios: Sequence[float]) -> str:
+    """`median x (quartiles q1-q3, min-max, n)` of per-round ratios: the figure to quote."""
+    if not ratios:
+        return "-"
+    if len(ratios) < 4:
+        return f"{md(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}, n={len(ratios)})"
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return f"{md(ratios):.2f}x (IQR {q1:.2f}-{q3:.2f}, range {min(ratios):.2f}-{max(ratios):.2f}, n={len(ratios)})"
+
+
+def load() -> str:
+    """The machine's load (1, 5 and 15 minutes), printed beside every table of figures."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "load unknown"
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
 def fmt_ms(ms: float) -> str:
     return f"{ms:,.1f}" if ms < 100 else f"{ms:,.0f}"
 
@@ -179,5 +204,5 @@ def machine() -> str:
 
 def header(title: str, quick: bool) -> None:
     print(f"## {title}{' (--quick)' if quick else ''}\n")
-    print(f"{machine()}; specflux: `{' '.join(specflux_argv())}`; {bytecode_note()}\n")
+    print(f"{machine()}; specflux: `{' '.join(specflux_argv())}`; {bytecode_note()}; {load()} at the start\n")
     warm_bytecode()
