@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Protocol
 
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
@@ -185,6 +186,44 @@ def _guarded(cmd: str) -> str:
     return f'trap "kill -KILL 0" TERM; exec 3<&0; ( {cmd}\n) 0<&3 3<&- & wait $!'
 
 
+@contextlib.contextmanager
+def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], int]]:
+    """`wait(timeout)`: `proc`'s exit code, or TimeoutExpired after `timeout` seconds. On Linux
+    it wakes the moment the process exits (a pidfd); `Popen.wait(timeout)` polls, sleeping up to
+    50 ms between looks, which a short agent session pays on every step."""
+    import select
+
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux, or before 5.3
+        yield lambda timeout: proc.wait(timeout=timeout)
+        return
+    watch = select.poll()
+    watch.register(pidfd, select.POLLIN)
+
+    def wait(timeout: float) -> int:
+        if not watch.poll(timeout * 1000):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        return proc.wait()
+
+    try:
+        yield wait
+    finally:
+        os.close(pidfd)
+
+
+_SAID: set[tuple[str, str]] = set()
+
+
+def _say_once(line: str, run: str | None) -> None:
+    """Print `line` on stderr, once per workflow `run` (its sessions share one sandbox: its reach
+    is said at the first session, not at each of hundreds); outside a run, every time."""
+    if run is None or (run, line) not in _SAID:
+        if run is not None:
+            _SAID.add((run, line))
+        print(line, file=sys.stderr)
+
+
 def _with_deathsig(argv: list[str]) -> list[str]:
     """`argv` under the session's reaper (reaper.py): it dies with specflux, and when it ends it
     kills everything the agent started, a `setsid` daemon too."""
@@ -313,11 +352,14 @@ class CommandBackend:
             closing.callback(self._closed, confined.proxy)
         if confined.notice:
             print(f"specflux: {self.prefix}{confined.notice}", file=sys.stderr)
-        print(f"specflux: {self.prefix}{reach_line(confined.sandbox, confined.proxy)}", file=sys.stderr)
+        _say_once(f"specflux: {self.prefix}{reach_line(confined.sandbox, confined.proxy, confined.network_confined)}",
+                  self.env.get("SPECFLUX_RUN"))
         full_env = agent_env(os.environ, self.preset.passes, given, confined.env,
-                             network_confined=confined.proxy is not None)
+                             network_confined=confined.network_confined)
         if confined.argv is None:
             return _dies_with_us(line), full_env, self.preset.stdin(prompt)
+        if confined.sandbox.name == "bwrap":  # its PID namespace ends what the agent left, and dies
+            return confined.argv, full_env, self.preset.stdin(prompt)  # with us (--die-with-parent)
         return _with_deathsig(confined.argv), full_env, self.preset.stdin(prompt)
 
     def _closed(self, proxy: "EgressProxy") -> None:
@@ -379,16 +421,17 @@ class CommandBackend:
         """The agent's exit code; TimeoutExpired after `timeout_s`; KeyboardInterrupt on `cancel`;
         _BudgetPassed when its usage passed its budget (`passed`)."""
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        while True:
-            try:
-                return proc.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                if self.cancel is not None and self.cancel.is_set():
-                    raise KeyboardInterrupt from None
-                if passed.is_set():
-                    raise _BudgetPassed from None
-                if deadline is not None and time.monotonic() > deadline:
-                    raise
+        with _exit_watch(proc) as exited:
+            while True:
+                try:
+                    return exited(0.1)
+                except subprocess.TimeoutExpired:
+                    if self.cancel is not None and self.cancel.is_set():
+                        raise KeyboardInterrupt from None
+                    if passed.is_set():
+                        raise _BudgetPassed from None
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise
 
     @staticmethod
     def _failed(outcome: SessionOutcome, code: int, stderr: str, seconds: float) -> None:

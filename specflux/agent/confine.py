@@ -53,7 +53,8 @@ class Confined:
     env: dict[str, str] = field(default_factory=dict)
     notice: str | None = None
     held: frozenset[str] = frozenset()  # task files the agent cannot change or delete (bubblewrap: not its own)
-    proxy: "EgressProxy | None" = None  # the network's one way out, where it is confined
+    proxy: "EgressProxy | None" = None  # the network's one way out, where it is confined to some hosts
+    network_confined: bool = False  # no network but `proxy` (none at all without one)
 
 
 def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset",
@@ -98,12 +99,14 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
            "XDG_CONFIG_HOME": str(home / ".config"),
            "XDG_CACHE_HOME": str(home / ".cache"), "XDG_DATA_HOME": str(home / ".local" / "share"),
            "XDG_STATE_HOME": str(home / ".local" / "state")}
-    proxy = None
-    if allowlist is not None and sandbox.confines_network:
+    proxy, connect = None, None
+    network_confined = allowlist is not None and sandbox.confines_network
+    if network_confined and sandbox.name == "bwrap" and not allowlist.entries:
+        connect = []  # no host to reach: a network namespace of its own, and no proxy or relay to start
+    elif network_confined:
         from specflux.agent.egress import EgressProxy
 
         proxy = EgressProxy(allowlist)
-    connect = None
     if proxy is not None and sandbox.name == "landlock":
         proxy.start()
         connect = [proxy.port, *allowlist.loopback_ports()]
@@ -127,7 +130,8 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
     if sandbox.name == "landlock" and not sandbox.top_level:
         notice = ("the agent CLI is sandboxed with Landlock, which cannot hide the engine's private folder "
                   "here (no mount namespace): it can read the runs' event keys (docs/engine-state.md)")
-    return Confined(sandbox, argv=argv, env=env, notice=notice, held=held, proxy=proxy)
+    return Confined(sandbox, argv=argv, env=env, notice=notice, held=held, proxy=proxy,
+                    network_confined=network_confined)
 
 
 def _bridge(path: str, ports: list[int]) -> list[str]:

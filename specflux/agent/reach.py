@@ -12,7 +12,9 @@ if TYPE_CHECKING:
 _LABELS = {"bwrap": "bubblewrap", "landlock": "Landlock", "sandbox-exec": "sandbox-exec"}
 
 
-def network_line(sandbox: "Sandbox", proxy: "EgressProxy | None") -> str:
+def network_line(sandbox: "Sandbox", proxy: "EgressProxy | None", confined: bool = False) -> str:
+    if proxy is None and confined:  # nothing allowed: no proxy to start
+        return "no host (a network namespace of its own)"
     if proxy is not None:
         how = "a network namespace of its own" if sandbox.name == "bwrap" else "Landlock's TCP rules"
         hosts = proxy.allowlist.describe()
@@ -24,8 +26,9 @@ def network_line(sandbox: "Sandbox", proxy: "EgressProxy | None") -> str:
     return "NOT confined (no sandbox)"
 
 
-def reach_line(sandbox: "Sandbox", proxy: "EgressProxy | None" = None) -> str:
-    """The line saying what `sandbox` confines for an agent CLI whose egress proxy is `proxy`."""
+def reach_line(sandbox: "Sandbox", proxy: "EgressProxy | None" = None, network_confined: bool = False) -> str:
+    """The line saying what `sandbox` confines for an agent CLI whose egress proxy is `proxy`
+    (`network_confined` without one: no network at all)."""
     if sandbox.confined:
         written = "the work tree (not .git/ or .specflux/), a private HOME and temp folder"
         read = "everything but the runs' keys" if sandbox.name == "bwrap" else "everything (not confined)"
@@ -36,5 +39,5 @@ def reach_line(sandbox: "Sandbox", proxy: "EgressProxy | None" = None) -> str:
         written = read = "anywhere this user can (not confined)"
         processes = "ended with the session (a subreaper)"
         head = "the agent runs without a sandbox"
-    return (f"{head}: files written: {written}; files read: {read}; network: {network_line(sandbox, proxy)}; "
+    return (f"{head}: files written: {written}; files read: {read}; network: {network_line(sandbox, proxy, network_confined)}; "
             f"processes: {processes}; environment: PATH, locale, terminal, SPECFLUX_* and its preset's variables only")

@@ -302,3 +302,45 @@ def test_run_command_gets_the_allowlist_and_no_network_and_leaves_nothing_runnin
         assert subprocess.run(["pgrep", "-f", mark], capture_output=True, text=True).stdout == ""
     finally:
         box.close()
+
+
+@pytest.mark.skipif(not available("bwrap"), reason="bwrap is not available here")
+def test_an_agent_cli_with_no_hosts_gets_no_network_and_no_relay_under_bubblewrap(project: Path, tmp_path: Path):
+    """`--agent command` allows no host: under bubblewrap it runs in a network namespace of its own
+    with nothing started to relay (no proxy, no bridge), so a connection to a listener on this
+    machine's loopback fails, and the run says so in its reach line."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    (tmp_path / "agent.py").write_text(
+        "import json, os, socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=5).close(); reached = True\n"
+        "except OSError:\n"
+        "    reached = False\n"
+        "json.dump({'reached': reached, 'proxy': os.environ.get('HTTP_PROXY')}, open('env.json', 'w'))\n")
+    try:
+        done = specflux_run(project, "bwrap", f"{sys.executable} {tmp_path / 'agent.py'}")
+    finally:
+        listener.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((project / "env.json").read_text())
+    assert report == {"reached": False, "proxy": None}, report
+    assert "network: no host (a network namespace of its own);" in done.stderr
+
+
+def test_a_run_says_its_agents_reach_once(project: Path, capsys):
+    """A run's sessions share one sandbox: its reach line is said at the run's first session, not
+    at each (a 50-task run used to print it 150 times); `specflux run` sessions say it each time."""
+    from specflux.agent.command_backend import CommandBackend
+    from specflux.agent.session import run_session
+    from specflux.store.manager import TaskStateManager
+    from specflux.store.workspace import Workspace
+
+    manager = TaskStateManager(Workspace.find(explicit=project), git=False)
+    run_id = f"run-{uuid.uuid4().hex}"
+    for run in (run_id, run_id, run_id, None, None):
+        env = {"SPECFLUX_ROOT": str(project), **({"SPECFLUX_RUN": run} if run else {})}
+        assert run_session(manager, "1", CommandBackend("true", timeout_s=60, env=env, sandbox="off"), commit=False).ok
+    assert capsys.readouterr().err.count("the agent runs without a sandbox") == 3
