@@ -253,7 +253,7 @@ def _hand_entries(manager, task_id: str, baseline) -> set[str]:
     meanwhile by `specflux session` (a commit titled with the entry's number). An agent CLI does
     not commit, so these are never its own."""
     git = manager.git
-    if baseline is None or git is None:
+    if baseline is None or git is None or git.head() == baseline.head:  # nothing committed meanwhile
         return set()
     path = manager.path(task_id)
     try:

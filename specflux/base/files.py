@@ -11,31 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 from specflux.base.crashpoint import crash_point
+from specflux.base.durability import durable, sync_later
 from specflux.base.errors import ParseError, SpecfluxError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-_durable = True  # fsync what is written; off only inside `not_durable()`
-
-
-@contextmanager
-def not_durable() -> Iterator[None]:
-    """Within the block, this process's writes (atomic_write, a run's event log) skip their fsyncs:
-    for a replay into a throw-away clone, which a crash leaves to be replayed again anyway. Each
-    write is still whole for readers (temporary file and rename, appends under a lock)."""
-    global _durable
-    was, _durable = _durable, False
-    try:
-        yield
-    finally:
-        _durable = was
-
-
-def durable() -> bool:
-    """Whether writes are fsynced (see `not_durable`)."""
-    return _durable
-
-
 if TYPE_CHECKING:  # (a class made only for the type checker: `show` and `list` never journal)
     class WriteJournal(Protocol):
         """Where a change set's writes are made durable as one record, instead of one fsync (and one
@@ -181,13 +161,15 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = 0o666 & ~_UMASK
+    if sync and sync_later(path):  # at the end of a `synced_together` block, with the rest
+        sync = False
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
             f.flush()
-            if _durable and sync:
+            if sync and durable():
                 os.fsync(f.fileno())
             observe_clock(os.fstat(f.fileno()))
         crash_point(f"atomic:{path.name}")
@@ -239,7 +221,7 @@ def _alive(pid: int) -> bool:
 
 
 def _fsync_dir(folder: Path) -> None:
-    if not _durable:
+    if not durable():
         return
     try:
         fd = os.open(folder, os.O_RDONLY)

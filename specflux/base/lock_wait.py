@@ -68,9 +68,11 @@ def wait_for(fd: int, shown: str, what: str) -> None:
 def note_holder(fd: int) -> None:
     """Write this process's pid and command into the lock file open as `fd` (which it holds): what
     a waiter names when the kernel cannot say. Best effort (a descriptor opened read-only cannot)."""
+    note = f"{os.getpid()} {shown_command(sys.argv)}\n".encode("utf-8", "replace")
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {shown_command(sys.argv)}\n".encode("utf-8", "replace"), 0)
+        if os.pread(fd, len(note) + 1, 0) != note:  # (a run takes the same locks at every step)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, note, 0)
     except OSError:
         pass
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from specflux.base.crashpoint import ENV as CRASH_ENV
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import SpecfluxError
+from specflux.base.durability import synced_together
 from specflux.base.files import journaled
 from specflux.format.render import now_stamp
 from specflux.flow.decisions import (AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext,
@@ -229,10 +230,11 @@ class Engine:
         watcher = self._watcher = self._watcher or StopWatcher(self.run)
         watcher.start()
         try:
-            result = self.roles.perform(step, self.run.state(), resumed=resumed, key=key, stamp=stamp)
-            result.stamp = stamp
-            if before is not None:
-                result = self._branch_after(step, before, result)
+            with synced_together():  # the step's writes made durable at once, before it is recorded
+                result = self.roles.perform(step, self.run.state(), resumed=resumed, key=key, stamp=stamp)
+                result.stamp = stamp
+                if before is not None:
+                    result = self._branch_after(step, before, result)
         except (Interrupted, KeyboardInterrupt):
             watcher.stop()
             self._interrupted(step, watcher.stopped)

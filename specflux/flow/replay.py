@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from specflux.base.errors import Refused, UsageError
-from specflux.base.files import not_durable
+from specflux.base.durability import not_durable
 from specflux.flow.record.events import RunError
 from specflux.flow.steps.roles import Agents
 from specflux.flow.record.run import Run

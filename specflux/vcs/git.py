@@ -24,7 +24,7 @@ from pathlib import Path
 from specflux.base.errors import GitError
 from specflux.vcs.index_journal import index_follows_head
 from specflux.vcs.messages import LOG_FORMAT, RECORD, commit_message, parse_commit
-from specflux.vcs.process import BUSY, FULL_SHA, check, committed_sha, literal_pathspec, run_git
+from specflux.vcs.process import BUSY, FULL_SHA, NO_MAINTENANCE, check, committed_sha, literal_pathspec, run_git
 from specflux.vcs.values import Baseline, Commit, SessionCommit
 
 
@@ -70,17 +70,20 @@ class Git:
         return None
 
     def commit(
-        self, paths: Sequence[str | Path], subject: str, trailers: Mapping[str, str], body: str = ""
+        self, paths: Sequence[str | Path], subject: str, trailers: Mapping[str, str], body: str = "",
+        maintain: bool = False,
     ) -> str:
         """Commit exactly `paths` (changed, new or deleted) and return the sha; "" if none changed.
 
         Whatever else the user has staged or modified stays as it was. Raises GitError during a
-        merge, rebase, etc. (see `check_can_commit`).
+        merge, rebase, etc. (see `check_can_commit`). `maintain`: let git run its automatic
+        maintenance after the commit, as `git commit` does (process.NO_MAINTENANCE says when).
         """
         if not paths:
             raise ValueError("commit needs at least one path")
         specs = list(dict.fromkeys(literal_pathspec(self._relative(p)) for p in paths))
-        args = (*FULL_SHA, "commit", "-m", commit_message(subject, trailers, body), "--", *specs)
+        options = FULL_SHA if maintain else (*FULL_SHA, *NO_MAINTENANCE)
+        args = (*options, "commit", "-m", commit_message(subject, trailers, body), "--", *specs)
         self._refuse_during_operation()
         with _exclusive(self._git_dir() / "specflux-commit.flock"):
             index_follows_head(self._git_dir(), self._git)
@@ -94,6 +97,17 @@ class Git:
             except GitError:
                 self._git("rm", "--cached", "-q", "--ignore-unmatch", "--", *unknown)
                 raise
+
+    def head(self) -> str:
+        """HEAD's sha ("" before a first commit): read from the git dir's files where they are
+        plain (vcs/refs.py), else asked of git."""
+        from specflux.vcs.refs import GitDirs, head
+
+        dirs = GitDirs.of(self.root)
+        found = head(dirs) if dirs is not None else None
+        if found is not None:
+            return found[1]
+        return self._git("rev-parse", "-q", "--verify", "HEAD").stdout.strip()
 
     def operation_in_progress(self) -> str | None:
         """"a merge", "a rebase", "an am", "a cherry-pick", "a revert", "a bisect", or None.

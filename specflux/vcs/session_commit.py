@@ -18,7 +18,7 @@ from pathlib import Path
 
 from specflux.base.errors import GitError
 from specflux.vcs.index_journal import FOLLOW_JOURNAL, index_follows_head
-from specflux.vcs.process import FULL_SHA, check, committed_sha, nul_list
+from specflux.vcs.process import FULL_SHA, NO_MAINTENANCE, check, committed_sha, nul_list
 from specflux.vcs.status import REGULAR, UNMERGED, StatusEntry, examine, fingerprint, read_status
 from specflux.vcs.values import Baseline, Dirty, SessionCommit
 
@@ -223,7 +223,7 @@ class SessionCommitter:
             if take:
                 args += ["-z", "--stdin"]
             check(self.run(*args, env=env, input=nul_list(take)), "update-index")
-            return committed_sha(self.run(*FULL_SHA, "commit", "-m", message, env=env))
+            return committed_sha(self.run(*FULL_SHA, *NO_MAINTENANCE, "commit", "-m", message, env=env))
         finally:
             for leftover in (temporary, temporary.with_name(temporary.name + ".lock")):
                 try:

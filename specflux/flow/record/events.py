@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from specflux.base.errors import SpecfluxError
-from specflux.base.files import durable, observe_clock
+from specflux.base.durability import durable
+from specflux.base.files import observe_clock
 
 TAIL = 1 << 16  # bytes read back to find the last sequence number
 MAC = re.compile(rb',"mac":"([0-9a-f]{32})"\}\s*$')

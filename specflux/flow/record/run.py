@@ -164,7 +164,7 @@ class Run:
         """Commit the run's history (events, state, narrative) so that git holds the run too."""
         self.save()
         paths = [self.dir / name for name in ("events.jsonl", "state.json", "narrative.md")]
-        return git.commit(paths, subject, {"Specflux-Run": self.id, "Specflux-Role": "engine"})
+        return git.commit(paths, subject, {"Specflux-Run": self.id, "Specflux-Role": "engine"}, maintain=True)
 
     def _read_snapshot(self) -> dict[str, Any] | None:
         try:

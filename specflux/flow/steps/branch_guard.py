@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specflux.vcs.process import run_git as _run
+from specflux.vcs.refs import GitDirs, commit_header, head
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,24 @@ class Where:
 
 def where(root: Path) -> Where | None:
     """The branch checked out at `root` and its commit (None outside git or before a first commit)."""
-    return _where(root)[0]
+    dirs = GitDirs.of(root)
+    found = head(dirs) if dirs is not None else None  # the git dir's files: no git process
+    return Where(*found) if found is not None else _where(root)[0]
+
+
+def _moved_on(root: Path, before: Where) -> tuple[Where | None, list[str]]:
+    """Where the branch is now, and the parents of its commit when it moved since `before`
+    (read from the git dir's files where they are plain: a commit just made is a loose object)."""
+    dirs = GitDirs.of(root)
+    found = head(dirs) if dirs is not None else None
+    if found is not None:
+        now = Where(*found)
+        if now.head == before.head:
+            return now, []
+        header = commit_header(dirs, now.head)
+        if header is not None:
+            return now, list(header.parents)
+    return _where(root)
 
 
 def _where(root: Path) -> tuple[Where | None, list[str]]:
@@ -44,7 +62,7 @@ def _where(root: Path) -> tuple[Where | None, list[str]]:
 
 def check(root: Path, before: Where) -> str | None:
     """What the step did to the branch, in words, or None when it only moved it forward."""
-    now, parents = _where(root)
+    now, parents = _moved_on(root, before)
     if now is None:
         return f"the repository has no HEAD any more (it was {before.head[:12]} on {before.branch or 'a detached HEAD'})"
     if before.branch and now.branch != before.branch:

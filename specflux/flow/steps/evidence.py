@@ -17,28 +17,39 @@ if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
 
 
-def task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str) -> bool:
+def task_unchanged(manager: "TaskStateManager", run_id: str, task_id: str, dirty: "list[str] | None" = None) -> bool:
     """Whether the task's coder attempts, together, changed nothing outside `.specflux/`: from
     before its first attempt's commit to the tree as it is now (the diff the reviewer is shown).
     A retry that adds nothing to earlier work is not "no change"; nor is an attempt that finds the
     work done by an earlier run that did not finish the task (a run cut short, or failed after
     its work was committed): its attempts count from the task's base, the last time it was
-    complete, not only this run's."""
+    complete, not only this run's. `dirty`: `uncommitted(manager)`, when the caller has it."""
     git = manager.git
     if git is None:
         return False  # nothing to compare with: the tests and the review decide
     from specflux.vcs.process import run_git as _run
 
     commits = _coder_commits(git, task_id)  # run_id's among them
-    root = manager.ws.root
-    outside = ("--", ".", ":(exclude).specflux")
     if commits:
         base = commits[-1].sha + "^"
         # exit 1: a change; 128: no `base` (the first attempt is the repository's first commit)
-        if _run(("diff", "--quiet", base, "HEAD", *outside), root).returncode != 0:
+        if _run(("diff", "--quiet", base, "HEAD", *_OUTSIDE), manager.ws.root).returncode != 0:
             return False
-    dirty = _run(("status", "--porcelain", "--untracked-files=all", *outside), root)
-    return dirty.returncode == 0 and not dirty.stdout.strip()
+    dirty = uncommitted(manager) if dirty is None else dirty
+    return dirty is not None and not dirty
+
+
+_OUTSIDE = ("--", ".", ":(exclude).specflux")
+
+
+def uncommitted(manager: "TaskStateManager") -> list[str] | None:
+    """`git status --porcelain -z` records of the work tree outside `.specflux/` (untracked files
+    one by one), or None where git fails: what both `work_tree_fingerprint` and `task_unchanged`
+    read, asked of git once a step."""
+    from specflux.vcs.process import run_git as _run
+
+    done = _run(("status", "--porcelain", "-z", "--untracked-files=all", *_OUTSIDE), manager.ws.root)
+    return None if done.returncode else [e for e in done.stdout.split("\0") if e]
 
 
 def _coder_commits(git, task_id: str) -> list:
@@ -81,33 +92,58 @@ def unjudged(review: dict[str, Any] | None, manager: "TaskStateManager", task_id
     return None
 
 
-def work_tree_fingerprint(manager: "TaskStateManager") -> str | None:
+def work_tree_fingerprint(manager: "TaskStateManager", dirty: "list[str] | None" = None) -> str | None:
     """A fingerprint of the work tree (`.specflux/` aside): the commit's tree plus the content of
     every file git reports changed or untracked. The same fingerprint before and after an attempt
-    means it changed nothing; the same after two attempts, that they left the same tree."""
+    means it changed nothing; the same after two attempts, that they left the same tree.
+    `dirty`: `uncommitted(manager)`, when the caller has it."""
     git = manager.git
     if git is None:
         return None
     import hashlib
 
-    from specflux.vcs.process import run_git as _run
-
     root = manager.ws.root
-    done = _run(("ls-tree", "HEAD"), root)
-    if done.returncode != 0:
+    entries = _top_entries(root)
+    if entries is None:
         return None
     digest = hashlib.sha256()
-    for line in done.stdout.splitlines():
-        if not line.endswith("\t.specflux"):
-            digest.update(line.encode() + b"\n")
-    dirty = _run(("status", "--porcelain", "-z", "--untracked-files=all", "--", ".", ":(exclude).specflux"), root)
-    for entry in sorted(e for e in dirty.stdout.split("\0") if e):
+    for mode, name, sha in entries:
+        if name != ".specflux":
+            digest.update(f"{mode} {sha}\t{name}\n".encode("utf-8", "surrogateescape"))
+    dirty = uncommitted(manager) if dirty is None else dirty
+    for entry in sorted(dirty or ()):
         digest.update(entry.encode() + b"\0")
         try:
             digest.update((root / entry[3:]).read_bytes())
         except OSError:  # deleted, a folder, a rename's old name: its status line says enough
             pass
     return digest.hexdigest()[:16]
+
+
+def _top_entries(root) -> list[tuple[str, str, str]] | None:
+    """(mode, name, sha) of each entry of HEAD's top tree: from the git dir's files where they are
+    plain (a fresh commit's tree is a loose object: vcs/refs.py), else `git ls-tree`; None before
+    a first commit."""
+    from specflux.vcs.refs import GitDirs, commit_header, head, tree_entries
+
+    dirs = GitDirs.of(root)
+    found = head(dirs) if dirs is not None else None
+    header = commit_header(dirs, found[1]) if found is not None else None
+    entries = tree_entries(dirs, header.tree) if header is not None else None
+    if entries is not None:
+        return [(mode.zfill(6), name, sha) for mode, name, sha in entries]
+    from specflux.vcs.process import run_git as _run
+
+    done = _run(("ls-tree", "-z", "HEAD"), root)
+    if done.returncode != 0:
+        return None
+    listed = []
+    for record in done.stdout.split("\0"):
+        if record:
+            info, _, name = record.partition("\t")
+            mode, _, sha = info.split(" ")
+            listed.append((mode, name, sha))
+    return listed
 
 
 def untested_acceptance(state: dict[str, Any], task_id: str, manager: "TaskStateManager") -> str | None:

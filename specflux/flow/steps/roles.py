@@ -18,7 +18,7 @@ from specflux.base.errors import SpecfluxError
 from specflux.format.render import now_stamp
 from specflux.flow.decisions import AgentErrorInfo
 from specflux.flow.steps.attempt import agent_failed, claim, retry_context
-from specflux.flow.steps.evidence import expects_change, task_unchanged, unjudged, work_tree_fingerprint
+from specflux.flow.steps.evidence import expects_change, task_unchanged, uncommitted, unjudged, work_tree_fingerprint
 from specflux.flow.steps.handins import handin_summary, no_verdict, open_channel, tampering_notices
 
 if TYPE_CHECKING:
@@ -153,9 +153,10 @@ class Roles:
         timed_out = failure is not None and failure.type == "TIMEOUT"
         if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
             return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
-        tree = work_tree_fingerprint(self.manager)
+        dirty = uncommitted(self.manager) if self.manager.git is not None else None  # one `git status` for both
+        tree = work_tree_fingerprint(self.manager, dirty)
         exited = None if timed_out else agent_failed(done)
-        unchanged = not timed_out and not exited and task_unchanged(self.manager, self.run.id, task_id) \
+        unchanged = not timed_out and not exited and task_unchanged(self.manager, self.run.id, task_id, dirty) \
             and expects_change(self.manager, task_id)
         validation = None if timed_out or exited or unchanged else self._run_tests()
         if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
