@@ -15,10 +15,11 @@ from conftest import git
 from test_first_hour_runs import agent_args, make_project, sf
 
 # Per agent step (a coder's or a reviewer's), on average over the run: the session's status before
-# and after and its commit (update-index, commit, reset), the coder's evidence (status, log, diff),
-# the reviewer's change to review (log, diff) and the accepted task's commit, plus the run's own (preflight,
-# history): 9.5 at three tasks, 8.7 at twenty; before issue 26, 12.7 and 11.9, and a `git maintenance` after each commit.
-MOST_PER_STEP = 10.0
+# and after and its commit (update-index, commit, reset), the coder's evidence (one status, one
+# diff, which the reviewer is then shown too), the reviewer's undo check (status) and the accepted
+# task's commit, plus the run's own (preflight, history): 8.0 at three tasks, 7.2 at twenty; before
+# issue 26, 12.7 and 11.9, and a `git maintenance` after each commit.
+MOST_PER_STEP = 8.5
 
 
 def git_processes(trace: Path) -> collections.Counter:

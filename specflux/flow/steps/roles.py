@@ -18,6 +18,7 @@ from specflux.base.errors import SpecfluxError
 from specflux.format.render import now_stamp
 from specflux.flow.decisions import AgentErrorInfo
 from specflux.flow.steps.attempt import agent_failed, claim, retry_context
+from specflux.flow.steps.attempts import Attempts
 from specflux.flow.steps.evidence import expects_change, task_unchanged, uncommitted, unjudged, work_tree_fingerprint
 from specflux.flow.steps.handins import handin_summary, no_verdict, open_channel, tampering_notices
 
@@ -99,6 +100,7 @@ class Roles:
         self._budget_left: int | None = None
         self._budget_left_usd: float | None = None
         self._share: Any = None  # (a lane's step: lanes/shares.py)
+        self._attempts = Attempts()  # the coder commits this process made (flow/steps/attempts.py)
 
     def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1, share: Any = None) -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
@@ -153,11 +155,12 @@ class Roles:
         timed_out = failure is not None and failure.type == "TIMEOUT"
         if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
             return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
+        self._attempts.note(task_id, done["commit"] or "")
         dirty = uncommitted(self.manager) if self.manager.git is not None else None  # one `git status` for both
         tree = work_tree_fingerprint(self.manager, dirty)
         exited = None if timed_out else agent_failed(done)
-        unchanged = not timed_out and not exited and task_unchanged(self.manager, self.run.id, task_id, dirty) \
-            and expects_change(self.manager, task_id)
+        unchanged = not timed_out and not exited and not self._changed_in_run(task_id, state) \
+            and task_unchanged(self.manager, self.run.id, task_id, dirty) and expects_change(self.manager, task_id)
         validation = None if timed_out or exited or unchanged else self._run_tests()
         if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
             checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
@@ -235,6 +238,16 @@ class Roles:
 
         atomic_write(saved, json.dumps(summary, ensure_ascii=False))
         return summary
+
+    def _changed_in_run(self, task_id: str, state: dict[str, Any]) -> bool:
+        """Whether the task's coder commits in this run, as this process made them, add up to a
+        change outside `.specflux/` (the diff the reviewer is then shown, taken once)."""
+        commits = self._attempts.commits(state, task_id)
+        git = self.manager.git
+        if not commits or git is None:
+            return False
+        done = self._attempts.diff(git.root, commits[-1] + "^", git.head())
+        return done.returncode == 0 and bool(done.stdout.strip())
 
     def _session_budget(self) -> int | None:
         """What the run's token budget leaves for this session (the session's own limit when less)."""
@@ -330,13 +343,13 @@ class Roles:
             parts.append(f"Tests: {verdict} ({source}).")
         if git is None:
             return "\n".join(parts + ["(not a git repository: read the files named in the task's progress log)"])
-        commits = git.find_commits({"Specflux-Run": self.run.id, "Specflux-Task": task_id, "Specflux-Role": "coder"})
+        commits = self._attempts.commits(state, task_id)
+        if commits is None:  # attempts this process did not see (a resumed run): git says which
+            found = git.find_commits({"Specflux-Run": self.run.id, "Specflux-Task": task_id, "Specflux-Role": "coder"})
+            commits = [c.sha for c in found]
         if not commits:
             return "\n".join(parts + ["(no commits from the coder in this run)"])
-        base = commits[-1].sha + "^"
-        from specflux.vcs.process import run_git as _run
-
-        done = _run(("diff", "--stat", "--patch", base, "HEAD", "--", ".", ":(exclude).specflux"), git.root)
+        done = self._attempts.diff(git.root, commits[-1] + "^", git.head())  # the coder's, if HEAD stayed
         diff = done.stdout if done.returncode == 0 else f"(git diff failed: {done.stderr.strip()})"
         if len(diff) > DIFF_LIMIT:
             diff = diff[:DIFF_LIMIT] + f"\n[... diff truncated at {DIFF_LIMIT} characters; read the files ...]"
