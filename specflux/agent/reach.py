@@ -39,5 +39,6 @@ def reach_line(sandbox: "Sandbox", proxy: "EgressProxy | None" = None, network_c
         written = read = "anywhere this user can (not confined)"
         processes = "ended with the session (a subreaper)"
         head = "the agent runs without a sandbox"
-    return (f"{head}: files written: {written}; files read: {read}; network: {network_line(sandbox, proxy, network_confined)}; "
+    network = network_line(sandbox, proxy, network_confined)
+    return (f"{head}: files written: {written}; files read: {read}; network: {network}; "
             f"processes: {processes}; environment: PATH, locale, terminal, SPECFLUX_* and its preset's variables only")

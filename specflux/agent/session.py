@@ -135,7 +135,7 @@ def run_session(
         from specflux.base.files import atomic_write
         import json
 
-        atomic_write(baseline_path, json.dumps(baseline.to_json()))
+        atomic_write(baseline_path, json.dumps(baseline.to_json()), sync=False)  # (a power cut redoes the step)
     task_files = task_file_bytes(manager)
     guarded = None
     if guard:  # a run's agent writes only its task: the rest of the workspace as it is now

@@ -80,7 +80,7 @@ class SessionCommitter:
         if follow and head:  # written first: a kill after the commit is repaired by the next one
             from specflux.base.files import atomic_write
 
-            atomic_write(journal, json.dumps({"head": head, "paths": follow}))
+            atomic_write(journal, json.dumps({"head": head, "paths": follow}), sync=False)  # (for a kill)
         if take or merged:
             try:
                 sha = self._commit_in_temporary_index(head, now, take, merged, message)

@@ -125,9 +125,16 @@ class Holds:
 
     def claim(self, run_id: str, task_ids: Iterable[str]) -> None:
         """Hold `task_ids` for `run_id`, driven by this process (call under `locked`, after `held`)."""
-        me = {"run": run_id, **_me()}
+        me = json.dumps({"run": run_id, **_me()})
         for task_id in task_ids:
-            atomic_write(self._path(task_id), json.dumps(me))
+            path = self._path(task_id)
+            try:
+                if path.read_text(encoding="utf-8") == me:  # taken already by this process
+                    continue
+            except (OSError, UnicodeDecodeError):
+                pass
+            # no fsync: a hold names a live process, and none outlives a power cut
+            atomic_write(path, me, sync=False)
 
     def release(self, run_id: str) -> None:
         """Give up every hold of `run_id`."""

@@ -236,7 +236,7 @@ class Roles:
         }
         from specflux.base.files import atomic_write
 
-        atomic_write(saved, json.dumps(summary, ensure_ascii=False))
+        atomic_write(saved, json.dumps(summary, ensure_ascii=False), sync=False)  # (a power cut redoes the step)
         return summary
 
     def _changed_in_run(self, task_id: str, state: dict[str, Any]) -> bool:
