@@ -75,7 +75,7 @@ def _deleted(rel: str, path: Path, held: frozenset[str], meanwhile: str) -> str:
         return (f"{rel}: deleted during the session by a person (or another program), not by the agent, whose "
                 f"sandbox held this file read-only; {back} (to delete the task, run `specflux delete` after the run)")
     return (f"{rel}: deleted during the session, by the agent or by a person (only under bubblewrap, which holds "
-            f"other tasks' files read-only, can specflux tell which); {back}")
+            f"other tasks' files read-only up to 64 of them, can specflux tell which); {back}")
 
 
 def _problems(manager, path: Path, data: bytes, lint_document) -> list[str]:
