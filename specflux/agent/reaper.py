@@ -25,9 +25,9 @@ every `run_command`, where start-up time counts.
 
 from __future__ import annotations
 
+import _signal as signal  # the C module: `signal` imports enum, a sixth of the launcher's start
 import ctypes
 import os
-import signal
 import sys
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
