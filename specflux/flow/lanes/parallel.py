@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specflux.base.durability import synced_together
 from specflux.base.errors import SpecfluxError
 from specflux.flow.decisions import AgentErrorInfo, Decision
 from specflux.flow.engine import Engine
@@ -241,7 +242,8 @@ class ParallelEngine(Engine):
                 delay = (step.get("payload") or {}).get("delay_s")
                 if delay and not resumed and not self.moments:  # (a replay does not wait out a backoff)
                     self.cancel.wait(float(delay))
-                result = roles.perform(step, view, resumed=resumed, key=key, stamp=stamp)
+                with synced_together():  # the step's writes made durable at once (base/durability.py)
+                    result = roles.perform(step, view, resumed=resumed, key=key, stamp=stamp)
                 result.stamp = stamp
         except (Interrupted, KeyboardInterrupt):
             result = "interrupted"
