@@ -54,8 +54,8 @@ def put_back(manager: "TaskStateManager", own_task: str, task_files: dict[Path, 
 
     ws = manager.ws
     notices = []
-    now_tasks = {ws.task_path(t) for t in ws.task_ids()}
-    for path in sorted(set(task_files) | now_tasks):
+    changed = getattr(task_files, "changed", None)  # (restore.TaskFiles: the files that may differ)
+    for path in sorted(changed() if changed else set(task_files) | {ws.task_path(t) for t in ws.task_ids()}):
         match = STATE_FILE.fullmatch(path.name)
         if match and match.group(1) == own_task:
             continue
