@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from specflux.agent.netbridge import splice  # (one copy: the relay in a namespace runs it alone)
+
 HOSTS_ENV = "SPECFLUX_AGENT_HOSTS"
 HEAD_LIMIT = 64 * 1024
 CONNECT_TIMEOUT_S = 15
@@ -219,24 +221,3 @@ def _without_proxy_headers(rest: bytes) -> bytes:
     lines = rest.split(b"\r\n")
     kept = [ln for ln in lines if not ln.lower().startswith((b"proxy-connection:", b"proxy-authorization:"))]
     return b"\r\n".join(kept)
-
-
-def splice(a: socket.socket, b: socket.socket) -> None:
-    """Copy between `a` and `b` both ways until both have ended."""
-
-    def pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    other = threading.Thread(target=pump, args=(b, a), daemon=True)
-    other.start()
-    pump(a, b)
-    other.join()

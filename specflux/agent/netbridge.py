@@ -21,7 +21,9 @@ import threading
 NO_PROXY = "localhost,127.0.0.1,::1"
 
 
-def _splice(a: socket.socket, b: socket.socket) -> None:
+def splice(a: socket.socket, b: socket.socket) -> None:
+    """Copy between `a` and `b` both ways until both have ended (egress.py relays with it too)."""
+
     def pump(src: socket.socket, dst: socket.socket) -> None:
         try:
             while True:
@@ -63,7 +65,7 @@ def _relay(client: socket.socket, path: str, port: int | None) -> None:
         client.close()
         upstream.close()
         return
-    _splice(client, upstream)
+    splice(client, upstream)
 
 
 def _listen(family: int, host: str, port: int) -> socket.socket | None:
