@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from patience import patience
 from helpers import fake_agent_plan as plan
 from helpers import run
 from helpers import specflux_process as specflux
@@ -220,7 +221,7 @@ def _background(repo: Path, env: dict, *args: str) -> subprocess.Popen:
 
 
 def _wait_for(predicate, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
