@@ -233,7 +233,7 @@ def _started(tmp_path: Path, role: str, task: str, n: int) -> bool:
 
 def test_pause_resume_and_stop_from_a_second_process(project, tmp_path):
     slow = dict(FIX, sleep=1.5)
-    env = plan(tmp_path, coder__1=[slow], coder__2=[dict(DOCS, sleep=30)], reviewer=[{"approved": True}])
+    env = plan(tmp_path, coder__1=[slow], coder__2=[dict(DOCS, sleep=600)], reviewer=[{"approved": True}])
     proc = _background(project, env, "flow", "start")
     _wait_for(lambda: _started(tmp_path, "coder", "1", 1))
     paused = specflux(project, "flow", "pause")

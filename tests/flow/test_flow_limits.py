@@ -187,7 +187,7 @@ def test_a_coder_session_that_times_out_is_a_failed_attempt_retried_under_the_li
 
 
 def test_flow_stop_leaves_no_task_in_progress(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{"sleep": 30}])
+    env = plan(tmp_path, coder__1=[{"sleep": 600}])
     proc = _background(project, env, "flow", "start")
     try:
         _wait_for(lambda: attempts(tmp_path) == 1)

@@ -323,7 +323,7 @@ def test_a_merge_while_the_users_merge_is_in_progress_waits_for_the_other_lanes_
 
 
 def test_stopping_a_paused_parallel_run_removes_its_lanes(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}], coder__2=[{**PEARS, "sleep": 30}])
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 600}], coder__2=[{**PEARS, "sleep": 600}])
     proc = _background(project, env, "--parallel", "2", "1", "2")
     state_dir = tmp_path / "agent-state"
     _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
