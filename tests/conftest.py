@@ -6,6 +6,7 @@ import ipaddress
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,33 @@ if "SPECFLUX_STATE_HOME" not in os.environ:
 
     os.environ["SPECFLUX_STATE_HOME"] = tempfile.mkdtemp(prefix="specflux-test-state-")
 
+
+_SHORT_BASE = pytest.StashKey[str]()
+_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Under pytest-xdist (`-n`), each worker's tmp_path is one folder deeper (.../popen-gw0/...): the
+    run starts from a base shorter than pytest's own (/tmp/pytest-of-USER/pytest-N), so that a socket
+    under a test's folder (an agent's egress.sock under TMPDIR) stays within AF_UNIX's 108 bytes as
+    it does in a serial run. The base is removed when the run passes and kept when it does not."""
+    if hasattr(config, "workerinput") or config.option.basetemp or not getattr(config.option, "numprocesses", None):
+        return
+    import tempfile
+
+    config.option.basetemp = tempfile.mkdtemp(prefix="sf-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    config.stash[_SHORT_BASE] = config.option.basetemp
+
+
+def pytest_sessionfinish(session, exitstatus):
+    base = session.config.stash.get(_SHORT_BASE, None)
+    if base and exitstatus == 0:
+        import shutil
+
+        shutil.rmtree(base, ignore_errors=True)
+
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
     "GIT_AUTHOR_EMAIL": "author@example.com",
@@ -132,3 +160,34 @@ def api(monkeypatch, request):
     yield start
     for server in servers:
         server.__exit__(None, None, None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark the fast tier (tests/tier.py) before `-m fast` selects it; and under pytest-xdist
+    (`-n`, `--dist loadgroup` from pyproject.toml), keep a module whose tests share a fixture made
+    once per module (a wheel built and installed, a browser) on one worker, so it is made once."""
+    from tier import is_fast
+
+    for item in items:
+        if is_fast(item.nodeid):
+            item.add_marker(pytest.mark.fast)
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(d.scope in ("module", "package") for ds in defs.values() for d in ds):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+FAST_TIER_BUDGET_S = 90
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_STARTED] = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """`pytest -m fast` over its budget says so (a number to act on, not a failure: the machine may be busy)."""
+    took = time.monotonic() - config.stash.get(_STARTED, time.monotonic())
+    if config.option.markexpr == "fast" and took > FAST_TIER_BUDGET_S:
+        terminalreporter.write_line(f"the fast tier took {took:.0f} s, over its budget of {FAST_TIER_BUDGET_S} s: "
+                                    "`pytest -m fast --durations=10` names its slowest tests (tests/tier.py chooses them)",
+                                    yellow=True)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from patience import patience
+
 from specflux.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,4 +51,4 @@ def fake_agent_plan(tmp_path: Path, **entries) -> dict[str, str]:
 def specflux_process(repo: Path, *args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """`specflux --root REPO ARGS...` as a process of its own."""
     return subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), *args],
-                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+                          capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=patience(timeout))

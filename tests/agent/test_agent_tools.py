@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers import alive as _alive
+from patience import patience
 
 from specflux.agent.handoff import Handoff
 from specflux.agent.tools import TOOL_SPECS, Toolbox
@@ -152,10 +153,10 @@ def test_run_command_does_not_leak_the_api_key(box: Toolbox, monkeypatch):
 def test_run_command_timeout_kills_the_whole_group(box: Toolbox, repo: Path):
     started = time.monotonic()
     message = refused(box, "run_command", command="sleep 30 & echo $! > child.pid; wait", timeout_s=0.5)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < patience(5)
     assert "timed out after 0.5s" in message
     child = int((repo / "child.pid").read_text())
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + patience(3)
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child)
@@ -164,8 +165,8 @@ def test_run_command_timeout_kills_the_whole_group(box: Toolbox, repo: Path):
 def test_run_command_timeout_is_capped_by_the_toolbox(repo: Path, hooks: Hooks):
     box = Toolbox(repo, hooks, command_timeout_s=0.3)
     started = time.monotonic()
-    assert "timed out after 0.3s" in refused(box, "run_command", command="sleep 5", timeout_s=100)
-    assert time.monotonic() - started < 4
+    assert "timed out after 0.3s" in refused(box, "run_command", command="sleep 600", timeout_s=100)
+    assert time.monotonic() - started < patience(4)
 
 
 def test_output_is_truncated_with_a_note(repo: Path, hooks: Hooks):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from patience import patience
 from helpers import fake_agent_plan, run
 from helpers import specflux_process as specflux
 
@@ -105,7 +106,7 @@ def background(repo: Path, env: dict, *args: str) -> subprocess.Popen:
 
 
 def wait_for(predicate, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)

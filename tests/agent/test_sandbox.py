@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 from helpers import alive
+from patience import patience
 
 from specflux.agent import sandbox as sandbox_module
 from specflux.agent.sandbox import SETTINGS, Sandbox, choose, write_rights
@@ -234,7 +235,7 @@ def test_a_timeout_still_kills_the_whole_sandboxed_group(box: Toolbox, repo: Pat
                                       "timeout_s": 1})
     assert result.is_error and "timed out" in result.content
     assert (repo / "src" / "child.pid").read_text().strip()
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + patience(2)
     while subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert subprocess.run(["pgrep", "-f", mark], capture_output=True).returncode != 0

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from patience import patience
 
 from specflux.agent.backend import SessionRequest, Usage
 from specflux.agent.command_backend import CommandBackend
@@ -271,7 +272,7 @@ def test_a_command_agent_is_stopped_when_its_streamed_cost_passes_its_budget(tmp
     # Each message: 10,000 input and 1,000 output tokens of claude-sonnet-4-5 = $0.045.
     request = SessionRequest(system="S", context="C", model="any", max_turns=1, budget_usd=0.10, pricing=Pricing())
     outcome, took = streaming(tmp_path, request)
-    assert outcome.stop == "budget_usd" and took < 20
+    assert outcome.stop == "budget_usd" and took < patience(20)
     assert "spent $0.1350, past its budget of $0.1000" in outcome.error, "at the third message, the first past it"
     assert 30000 <= outcome.usage.input_tokens < 100_000, "what it spent until it was stopped, all of it"
     assert outcome.usage.model == "claude-sonnet-4-5"
@@ -280,7 +281,7 @@ def test_a_command_agent_is_stopped_when_its_streamed_cost_passes_its_budget(tmp
 def test_a_command_agent_is_stopped_when_its_streamed_tokens_pass_its_budget(tmp_path: Path):
     request = SessionRequest(system="S", context="C", model="any", max_turns=1, token_budget=50_000)
     outcome, took = streaming(tmp_path, request)
-    assert outcome.stop == "token_budget" and took < 20
+    assert outcome.stop == "token_budget" and took < patience(20)
     assert "used 55,000 tokens, past its budget of 50,000" in outcome.error and outcome.usage.total >= 55_000
 
 
@@ -317,11 +318,11 @@ def test_an_agent_that_times_out_keeps_what_it_spent_and_one_silent_is_unknown(t
     request = SessionRequest(system="S", context="C", model="any", max_turns=1)
     printed = json.dumps({"type": "assistant", "message": {"id": "m1", "model": "claude-sonnet-4-5",
                                                            "usage": {"input_tokens": 700, "output_tokens": 20}}})
-    cmd = f"echo {shlex.quote(printed)}; sleep 30"
-    outcome = CommandBackend(cmd, timeout_s=1, stream=False).run(request, Toolbox(repo, Hooks()))
+    cmd = f"echo {shlex.quote(printed)}; sleep 600"
+    outcome = CommandBackend(cmd, timeout_s=patience(1), stream=False).run(request, Toolbox(repo, Hooks()))
     assert outcome.stop == "error" and "timed out" in outcome.error
     assert (outcome.usage.known, outcome.usage.input_tokens, outcome.usage.model) == (True, 700, "claude-sonnet-4-5")
-    outcome = CommandBackend("sleep 30", timeout_s=1, stream=False).run(request, Toolbox(repo, Hooks()))
+    outcome = CommandBackend("sleep 600", timeout_s=1, stream=False).run(request, Toolbox(repo, Hooks()))
     assert outcome.stop == "error" and outcome.usage == Usage.unknown()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from patience import patience
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +18,9 @@ def browser():
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
         pytest.skip("no chromium on PATH (apt-get install chromium; .ci/run does so as root)")
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=patience(10) * 1000)  # Playwright's 5 s is short on a loaded machine
     with sync_playwright() as p:
         launched = p.chromium.launch(executable_path=exe, args=["--no-sandbox"])
         try:

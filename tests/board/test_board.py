@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from patience import patience
 
 from tests.board.browser_kit import browser  # noqa: F401  (a fixture)
 
@@ -198,7 +199,7 @@ def test_layout_layers_by_longest_path_and_survives_cycles():
     chain = {f"c{i}": [f"c{i - 1}"] if i else [] for i in range(2000)}  # and a chain 2,000 long
     started = time.perf_counter()
     big = layout(Graph({**ring, **chain}, dict.fromkeys([*ring, *chain], "pending"), dict.fromkeys([*ring, *chain], "t")))
-    assert len(big["nodes"]) == 4000 and time.perf_counter() - started < 5
+    assert len(big["nodes"]) == 4000 and time.perf_counter() - started < patience(5)
     assert all(e["cycle"] == (e["from"] in ring) for e in big["edges"])
     assert max(n["layer"] for n in big["nodes"]) == 1999
 
@@ -330,7 +331,7 @@ def _version(url: str) -> str:
 
 
 def _until(predicate, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.2)

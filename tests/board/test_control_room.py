@@ -21,6 +21,7 @@ import pytest
 
 from tests.board.browser_kit import browser  # noqa: F401  (a fixture)
 from tests.conftest import git
+from patience import patience
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,7 +122,7 @@ def request(url: str, *, data: dict | None = None, headers: dict | None = None, 
 
 
 def until(predicate, timeout: float = 60, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while True:
         value = predicate()
         if value:
@@ -274,7 +275,7 @@ def test_the_page_follows_changes_without_reloading(tmp_path, browser):
         page.evaluate("document.getElementById('detail').scrollTop = 40; window.scrollTo(0, 300)")
         started = time.monotonic()
         sf(repo, "set", "2", "--title", "Renamed in a terminal")
-        expect(page.locator('.card[data-id="2"] .title')).to_have_text("Renamed in a terminal", timeout=5000)
+        expect(page.locator('.card[data-id="2"] .title')).to_have_text("Renamed in a terminal", timeout=patience(5) * 1000)
         took = time.monotonic() - started
         assert page.evaluate("window.stillHere") is True, "the page reloaded"
         assert "Renamed in a terminal" in page.locator("#detail h2").inner_text()  # the open task stays open

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from conftest import GIT_ENV, git
+from patience import patience
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = Path(__file__).resolve().parents[1] / "fixtures" / "fake_flow_agent.py"
@@ -100,6 +101,7 @@ class Daemon:
     def __init__(self, base: Path, port: int | None = None):
         self.base, self.port = base, port or free_port()
         self.process: subprocess.Popen | None = None
+        self._moves_left = 0 if port else 3  # until it first listens, no clone knows its port
 
     def url(self, name: str) -> str:
         return f"git://127.0.0.1:{self.port}/{name}"
@@ -109,13 +111,21 @@ class Daemon:
                                          f"--base-path={self.base}", "--listen=127.0.0.1", f"--port={self.port}",
                                          str(self.base)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)
-        for _ in range(100):
+        deadline = time.monotonic() + patience(10)
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:  # the port was taken between free_port() and now (another test's,
+                if self._moves_left:             # under pytest-xdist): a daemon no clone knows yet takes another
+                    self._moves_left -= 1
+                    self.port = free_port()
+                    return self.start()
+                raise AssertionError(f"git daemon exited with {self.process.returncode}: port {self.port} taken?")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    self._moves_left = 0
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise AssertionError("git daemon did not start")
+        raise AssertionError(f"git daemon did not listen on port {self.port} within {patience(10):.0f}s")
 
     def kill(self) -> None:
         if self.process and self.process.poll() is None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from patience import patience
 from helpers import fake_agent_plan as plan
 from helpers import run
 from helpers import specflux_process as specflux
@@ -220,7 +221,7 @@ def _background(repo: Path, env: dict, *args: str) -> subprocess.Popen:
 
 
 def _wait_for(predicate, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
@@ -232,7 +233,7 @@ def _started(tmp_path: Path, role: str, task: str, n: int) -> bool:
 
 def test_pause_resume_and_stop_from_a_second_process(project, tmp_path):
     slow = dict(FIX, sleep=1.5)
-    env = plan(tmp_path, coder__1=[slow], coder__2=[dict(DOCS, sleep=30)], reviewer=[{"approved": True}])
+    env = plan(tmp_path, coder__1=[slow], coder__2=[dict(DOCS, sleep=600)], reviewer=[{"approved": True}])
     proc = _background(project, env, "flow", "start")
     _wait_for(lambda: _started(tmp_path, "coder", "1", 1))
     paused = specflux(project, "flow", "pause")

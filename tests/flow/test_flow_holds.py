@@ -35,7 +35,7 @@ def new_task(repo: Path, title: str) -> str:
 
 def test_a_second_run_over_a_held_task_is_refused_naming_the_holder(project, tmp_path):
     third = new_task(project, "Independent work")
-    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 30}], coder__2=[DOCS], coder=[FIX])
+    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 600}], coder__2=[DOCS], coder=[FIX])
     first = _background(project, env, "flow", "start", "1")
     try:
         _wait_for(lambda: count(tmp_path, "coder", "1") == 1)
@@ -78,7 +78,7 @@ def test_racing_starts_build_each_task_once(project, tmp_path):
 
 
 def test_a_killed_runs_holds_are_stale_and_resume_takes_them_back(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 30}, FIX], coder__2=[DOCS])
+    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 600}, FIX], coder__2=[DOCS])
     proc = _background(project, env, "flow", "start")
     _wait_for(lambda: count(tmp_path, "coder", "1") == 1)
     run_id = status(project)["runId"]

@@ -18,6 +18,7 @@ from conftest import git
 from helpers import fake_agent_plan as plan
 from helpers import run
 from helpers import specflux_process as specflux
+from patience import patience
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = Path(__file__).resolve().parents[1] / "fixtures" / "fake_flow_agent.py"
@@ -218,10 +219,23 @@ def _background(repo: Path, env: dict, *args: str) -> subprocess.Popen:
 
 
 def _wait_for(predicate, timeout: float = 60) -> None:
-    end = time.monotonic() + timeout
+    end = time.monotonic() + patience(timeout)
     while not predicate():
         assert time.monotonic() < end, "timed out"
         time.sleep(0.05)
+
+
+def _agents_running(state_dir: Path) -> list[int]:
+    """The fake agents (and their children) still running for this test, found by their environment."""
+    mark = f"SPECFLUX_FAKE_STATE={state_dir}".encode()
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if mark in environ.read_bytes().split(b"\0"):
+                pids.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return pids
 
 
 def test_kill_9_during_a_parallel_run_then_resume_finishes_it_and_cleans_up(project, tmp_path):
@@ -234,7 +248,7 @@ def test_kill_9_during_a_parallel_run_then_resume_finishes_it_and_cleans_up(proj
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert (project / ".specflux" / "worktrees").is_dir()  # the lanes, left where the crash left them
-    time.sleep(2.5)  # the orphaned agents finish their writes in the worktrees
+    _wait_for(lambda: not _agents_running(state_dir))  # the orphaned agents finish their writes in the worktrees
     done = specflux(project, "flow", "resume", env=env, timeout=180)
     assert done.returncode == 0, done.stderr + done.stdout
     state = status(project)
@@ -247,22 +261,22 @@ def test_kill_9_during_a_parallel_run_then_resume_finishes_it_and_cleans_up(proj
 
 
 def test_flow_stop_stops_every_lane_and_removes_the_worktrees(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}], coder__2=[{**PEARS, "sleep": 30}])
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 600}], coder__2=[{**PEARS, "sleep": 600}])
     proc = _background(project, env, "--parallel", "2", "1", "2")
     state_dir = tmp_path / "agent-state"
     _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
     began = time.monotonic()
     done = specflux(project, "flow", "stop")
     assert done.returncode == 0, done.stderr
-    out, err = proc.communicate(timeout=60)
-    assert time.monotonic() - began < 20, "stop waited for the agents to finish"
+    out, err = proc.communicate(timeout=patience(60))
+    assert time.monotonic() - began < patience(20), "stop waited for the agents to finish"
     assert status(project)["status"] == "user_exit"
     no_lanes_left(project)
     assert not (project / "NOTES.md").exists()
 
 
 def test_ctrl_c_stops_the_lanes_agents_and_resume_finishes_the_run(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}, APPLES], coder__2=[{**PEARS, "sleep": 30, "write": {"PEARS.md": "p\n"}},
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 600}, APPLES], coder__2=[{**PEARS, "sleep": 600, "write": {"PEARS.md": "p\n"}},
                                                                               {**PEARS, "write": {"PEARS.md": "p\n"}}],
                coder__3=[INDEX])
     proc = _background(project, env, "--parallel", "2")
@@ -270,9 +284,9 @@ def test_ctrl_c_stops_the_lanes_agents_and_resume_finishes_the_run(project, tmp_
     _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
     began = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=patience(60))
     assert proc.returncode == 130, "Ctrl-C exits 130, as the README says"
-    assert time.monotonic() - began < 20, "Ctrl-C waited for the agents to finish"
+    assert time.monotonic() - began < patience(20), "Ctrl-C waited for the agents to finish"
     assert not (state_dir / "coder-1-1.times").exists()  # the agents were stopped, not waited for
     state = status(project)
     assert state["status"] == "paused" and state["pausedFor"] == "user"
@@ -309,7 +323,7 @@ def test_a_merge_while_the_users_merge_is_in_progress_waits_for_the_other_lanes_
 
 
 def test_stopping_a_paused_parallel_run_removes_its_lanes(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 30}], coder__2=[{**PEARS, "sleep": 30}])
+    env = plan(tmp_path, coder__1=[{**APPLES, "sleep": 600}], coder__2=[{**PEARS, "sleep": 600}])
     proc = _background(project, env, "--parallel", "2", "1", "2")
     state_dir = tmp_path / "agent-state"
     _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
@@ -501,13 +515,14 @@ def test_runs_started_in_one_second_are_ordered_by_their_first_event(tmp_path):
 
 
 def test_flow_stop_keeps_each_unfinished_lanes_work_on_a_branch(project, tmp_path):
-    half = "printf 'half done\\n' > {name} && sleep 30"
-    env = plan(tmp_path, coder__1=[{**APPLES, "sh": half.format(name="APPLES.md")}],
-               coder__2=[{**PEARS, "sh": half.format(name="PEARS.md")}])
+    half = "printf 'half done\\n' > {name} && touch {written} && sleep 600"
+    written = {name: tmp_path / f"{name}.written" for name in ("APPLES.md", "PEARS.md")}
+    env = plan(tmp_path, coder__1=[{**APPLES, "sh": half.format(name="APPLES.md", written=written["APPLES.md"])}],
+               coder__2=[{**PEARS, "sh": half.format(name="PEARS.md", written=written["PEARS.md"])}])
     proc = _background(project, env, "--parallel", "2", "1", "2")
     state_dir = tmp_path / "agent-state"
     _wait_for(lambda: (state_dir / "coder-1-1.txt").exists() and (state_dir / "coder-2-1.txt").exists())
-    time.sleep(1)  # the agents have written their half
+    _wait_for(lambda: all(path.exists() for path in written.values()))  # the agents have written their half
     assert specflux(project, "flow", "stop").returncode == 0
     proc.communicate(timeout=60)
     state = status(project)

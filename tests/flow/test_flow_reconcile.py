@@ -49,7 +49,7 @@ def ctrl_c_during_the_first_coder(repo: Path, tmp_path: Path, env: dict, *extra:
 
 
 def test_resume_after_another_run_completed_the_tasks_works_none_of_them_again(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 30}, FIX], coder__2=[DOCS])
+    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 600}, FIX], coder__2=[DOCS])
     run_a = ctrl_c_during_the_first_coder(project, tmp_path, env)
     done = start(project, env, "--all")  # run B: A holds nothing while paused
     assert done.returncode == 0, done.stdout + done.stderr
@@ -70,7 +70,7 @@ def test_resume_after_another_run_completed_the_tasks_works_none_of_them_again(p
 
 
 def test_resume_after_a_person_completed_the_first_task_goes_on_with_the_second(project, tmp_path):
-    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 30}], coder__2=[DOCS])
+    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 600}], coder__2=[DOCS])
     run_a = ctrl_c_during_the_first_coder(project, tmp_path, env)
     (project / "src" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     done = specflux(project, "complete", "1", "--summary", "fixed by hand")
@@ -94,7 +94,7 @@ def test_parallel_resume_after_another_run_merged_the_tasks_merges_nothing_twice
     git(git_repo, "commit", "-q", "-m", "project")
     apples = {"write": {"APPLES.md": "apples\n"}, "check": True, "chain": "apples"}
     pears = {"write": {"PEARS.md": "pears\n"}, "check": True, "chain": "pears"}
-    env = plan(tmp_path, coder__1=[{**apples, "sleep": 30}, apples], coder__2=[{**pears, "sleep": 30}, pears])
+    env = plan(tmp_path, coder__1=[{**apples, "sleep": 600}, apples], coder__2=[{**pears, "sleep": 600}, pears])
     proc = _background(git_repo, env, "flow", "start", "--parallel", "2")
     _wait_for(lambda: count(tmp_path, "coder", "1") == 1 and count(tmp_path, "coder", "2") == 1)
     run_a = proc.stdout.readline().strip()

@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 
 from conftest import git
+from patience import patience
 from remote_kit import (Daemon, claims_on, clone, coder, completions, env_for, log_of, make_origin, remote_status,
                         specflux, worker)
 
 
 def _wait_for(path: Path, timeout: float = 60) -> None:
-    end = time.time() + timeout
+    end = time.time() + patience(timeout)
     while not path.exists():
         assert time.time() < end, f"{path} never appeared"
         time.sleep(0.05)

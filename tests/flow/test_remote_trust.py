@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from conftest import git
+from patience import patience
 from remote_kit import (Daemon, claims_on, clone, coder, completions, env_for, log_of, make_origin, remote_status,
                         specflux, worker)
 
@@ -20,7 +21,7 @@ PY = shlex.quote(sys.executable)
 
 
 def _until(what, timeout: float = 90, why: str = "") -> None:
-    end = time.time() + timeout
+    end = time.time() + patience(timeout)
     while not what():
         assert time.time() < end, why or "the awaited thing never happened"
         time.sleep(0.05)

@@ -353,9 +353,9 @@ def test_commit_gpgsign_is_honoured_not_bypassed(repo: Git):
 def test_commit_waits_for_a_held_index_lock(repo: Git):
     lock = repo.root / ".git" / "index.lock"
     lock.write_text("")
-    threading.Timer(0.5, lock.unlink).start()
     (repo.root / "a.txt").write_text("after the lock\n")
-    started = time.monotonic()
+    started = time.monotonic()  # before the timer starts: the lock is held at least 0.5 s from here
+    threading.Timer(0.5, lock.unlink).start()
 
     assert repo.commit(["a.txt"], "waited", {})
 

@@ -681,8 +681,8 @@ def test_a_session_commit_waits_for_a_held_index_lock(project: Git):
     (root / "C.txt").write_text("new\n")
     lock = root / ".git" / "index.lock"
     lock.write_text("")
+    started = time.monotonic()  # before the timer starts: the lock is held at least 0.5 s from here
     threading.Timer(0.5, lock.unlink).start()
-    started = time.monotonic()
 
     done = project.commit_session(baseline, None, "session", {})
 
