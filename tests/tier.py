@@ -18,12 +18,14 @@ FAST = (
     # base: files, locks, terminal, interrupts
     "tests/base/test_terminal.py",
     "tests/base/test_interrupts.py",
+    "tests/base/test_synced_together.py",
     # format: the lossless task file (property tests included)
     "tests/format/test_document.py",
     "tests/format/test_outline.py",
     "tests/format/test_merge_driver.py",
     # vcs: git, the session's commit
     "tests/vcs/test_vcs_states.py",
+    "tests/vcs/test_refs.py",
     # store: the task store
     "tests/store/test_chain.py",
     "tests/store/test_chain_output.py",
@@ -36,6 +38,8 @@ FAST = (
     "tests/agent/test_command_backend.py",
     "tests/agent/test_context.py",
     "tests/agent/test_egress.py",
+    "tests/agent/test_confine_held.py",
+    "tests/agent/test_task_files_snapshot.py",
     "tests/agent/test_handin.py",
     "tests/agent/test_preflight.py",
     "tests/agent/test_scripted_servers.py",
@@ -57,6 +61,7 @@ FAST = (
     "tests/flow/test_fast_conditions.py",
     "tests/flow/test_validate.py",
     "tests/flow/test_flow.py::test_retries_exhausted_fail_the_task_and_block_its_dependents",
+    "tests/flow/test_step_git_processes.py",
     # surface: what the surfaces share
     "tests/surface/test_surface.py",
     # board: the page's data and layout, and --serve reading only what changed (no browser)
