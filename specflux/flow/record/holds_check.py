@@ -21,7 +21,16 @@ if TYPE_CHECKING:
 def lost_holds(holds: "Holds", run_id: str, task_ids: Iterable[str]) -> dict[str, str | None]:
     """{task: the live run holding it now, or None when nobody does} for each of `task_ids` that
     run `run_id`, driven by this process, no longer holds. One small file read per task while
-    the holds are this run's; the other holder's liveness is checked only when they are not."""
+    the holds are this run's; the other holder's liveness is checked only when they are not, and
+    then under the holds' lock, so that a release or a claim is seen whole, not half done."""
+    lost = _lost(holds, run_id, task_ids := list(task_ids))
+    if lost:
+        with holds.locked():
+            lost = _lost(holds, run_id, task_ids)
+    return lost
+
+
+def _lost(holds: "Holds", run_id: str, task_ids: list[str]) -> dict[str, str | None]:
     lost: dict[str, str | None] = {}
     pid = os.getpid()
     for task_id in task_ids:
