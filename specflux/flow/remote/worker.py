@@ -75,14 +75,17 @@ def new_run_id() -> str:
 
 
 class Worker:
-    def __init__(self, root: Path, options: Options, agents: "Agents", *,
+    def __init__(self, root: Path, options: Options, agents: "Agents | Callable[[], Agents]", *,
                  open_manager: Callable[[], "TaskStateManager"], say: Callable[[str], None] = lambda line: None,
                  branch: str | None = None, track_as: str | None = None):
-        """`branch`: the queue's branch (default: the one checked out); `track_as`: the worker's own
-        tracking refs, for one of several workers in worktrees of one clone (which goes home to no branch)."""
+        """`agents`: the Agents, or what makes them when the first run starts (the engine they need
+        loads meanwhile: warm.py); `branch`: the queue's branch (default: the one checked out);
+        `track_as`: the worker's own tracking refs, for one of several workers in worktrees of one
+        clone (which goes home to no branch)."""
         from specflux.flow.lanes.worktrees import current_branch
 
-        self.root, self.options, self.agents, self.open_manager, self.say = root, options, agents, open_manager, say
+        self.root, self.options, self.open_manager, self.say = root, options, open_manager, say
+        self._agents = agents
         branch = branch or current_branch(root)
         if not branch:
             raise UsageError("a worker works from a branch: check out the queue's branch (not a detached HEAD)")
@@ -99,6 +102,12 @@ class Worker:
         self._tasks: set[str] = set()  # the tasks the branch has, as last read
         self.report = Report(options.worker)
         self._at: str | None = None  # the commit this worker last checked out detached, while HEAD stays there
+
+    @property
+    def agents(self) -> "Agents":
+        if callable(self._agents):
+            self._agents = self._agents()
+        return self._agents
 
     # ------------------------------------------------------------------ the loop
 
@@ -138,6 +147,7 @@ class Worker:
                     time.sleep(self.options.poll_s * random.uniform(0.5, 1.5))
                     continue
                 idle.reset()
+                self.agents  # made (an agent CLI that is not there said) before the first claim, not after it
                 got = self._claim(free, stale, claims)
                 if got is None:  # the branch moved, or every candidate was taken: look again
                     fruitless += 1
