@@ -237,7 +237,7 @@ class Worker:
         if self.home is None:
             return
         self.remote.git("checkout", "-q", self.home)
-        self.remote.git("merge", "-q", "--ff-only", self.remote.tracking)
+        self.remote.git("-c", "maintenance.auto=false", "merge", "-q", "--ff-only", self.remote.tracking)
         self.remote.maintain()  # what the fetches left undone, once, now that no run waits on it
 
     # ------------------------------------------------------------------ one task
