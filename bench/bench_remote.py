@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shlex
 import shutil
 import socket
@@ -149,6 +150,7 @@ class Queue:
         return self.folder / f"stamps-w{i}"
 
     def go(self) -> None:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         procs = []
         for i, c in enumerate(self.clones):
             env = {**os.environ, "SPECFLUX_BENCH_DELAY": str(self.delay), "SPECFLUX_BENCH_STAMPS": str(self.stamps(i))}
@@ -175,6 +177,9 @@ class Queue:
             t.join()
         if any(p.returncode for p in procs):
             raise SystemExit("a worker failed:\n" + "\n".join("".join(e)[-1500:] for e in errors))
+        self.daemon.stop()  # reaped: its children's CPU (upload-pack, receive-pack) now counts in ours
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
     def drained(self) -> float:
         """Seconds from the first worker's start to the last task integrated (the workers then see
@@ -199,7 +204,8 @@ class Queue:
         return out
 
     def close(self) -> None:
-        self.daemon.stop()
+        if self.daemon.process.poll() is None:
+            self.daemon.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -288,6 +294,7 @@ def main() -> None:
         one, many = "1 worker", f"{w} workers"
         queues: dict[str, Queue] = {}
         firsts: dict[str, list[float]] = {one: [], many: []}
+        cpu: dict[str, list[float]] = {one: [], many: []}  # CPU seconds a task: workers, git, the daemon, the agent
         drained: dict[str, list[float]] = {one: [], many: []}
 
         def setup(name: str) -> None:
@@ -319,6 +326,7 @@ def main() -> None:
                 queues[n].check()
                 firsts[n] += queues[n].first_agent()
                 drained[n].append(queues[n].drained() * 1000)
+                cpu[n].append(queues[n].cpu / tasks)
         for q in queues.values():
             q.close()
         floor_one = tasks * 2 * delay
@@ -329,10 +337,12 @@ def main() -> None:
         print(f"{tasks} independent tasks, {delay:g} s a session (coder and reviewer); {rounds} rounds, the cases "
               f"interleaved; {load()} at the end\n")
         print(md_table(["case", "queue drained: last task integrated, s (min-max)", "every worker exited, s",
-                        "agent floor s"], [
-            [one, secs(drained[one]), secs(samples[one]), f"{floor_one:.0f}"],
-            [many, secs(drained[many]), secs(samples[many]), f"{floor_one / w:.0f}"],
+                        "agent floor s", "CPU s a task (min-max)"], [
+            [n, secs(drained[n]), secs(samples[n]), f"{floor_one / (1 if n == one else w):.0f}",
+             f"{md(cpu[n]):.2f} ({min(cpu[n]):.2f}-{max(cpu[n]):.2f})"] for n in (one, many)
         ]))
+        print("\n(CPU: user + system time of every process of the case, workers, git, the daemon's children and the "
+              "agent's, over the tasks: what a busy machine cannot hide)")
         print(f"\n{many} / {one}, per round: drained **{ratio_cell(round_ratios(drained, many, one))}**; every worker "
               f"exited {ratio_cell(round_ratios(samples, many, one))} (target <= 0.28x with 4 workers; the agent "
               f"alone: {1 / w:.2f}x)\n")
