@@ -192,6 +192,9 @@ class Remote:
             done = self.git(*self._fetch_args(), self.name,
                             f"+refs/heads/{self.branch}:{self.tracking}", f"+{CLAIMS}*:{self.seen_claims}*",
                             f"+{DONE}*:{self.seen_done}*")
+            if done.returncode and "unknown option" in done.stderr:  # not a remote to wait for: say it now
+                raise GitError(f"git fetch does not know its options here (--no-auto-maintenance and "
+                               f"--no-write-fetch-head need git 2.29 or later): {_last_line(done.stderr)}")
             return done.returncode == 0, done.stderr
         self._refs = None
         try:
