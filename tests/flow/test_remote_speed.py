@@ -98,3 +98,27 @@ def test_a_worker_fetches_once_a_task_and_runs_git_maintenance_only_when_it_stop
     upkeep = [i for i, line in enumerate(lines) if line.startswith("git maintenance run --auto --quiet")]
     assert len(upkeep) == 1 and upkeep[0] > fetches[-1], "\n".join(lines)  # once, as the worker stops
     assert os.path.exists(a / ".git") and git(a, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_worker_waiting_on_another_workers_claim_looks_without_fetching_until_something_changes(tmp_path):
+    import time
+
+    bare = make_origin(tmp_path, [("Apples", [])], lease_s=60, poll_s=0.2)  # no renewal while task 1 runs
+    env = env_for(tmp_path, {"coder:1": [coder("1", 3.0)]})
+    trace = tmp_path / "trace-b.txt"
+    with Daemon(tmp_path) as daemon:
+        a, b = clone(daemon.url("origin.git"), tmp_path / "a"), clone(daemon.url("origin.git"), tmp_path / "b")
+        first = worker(a, "wa", env)
+        while claims_on(bare) != ["refs/specflux/claims/1"]:  # wa holds task 1 before wb starts
+            assert first.poll() is None, log_of(a, "wa")
+            time.sleep(0.05)
+        second = worker(b, "wb", {**env, "GIT_TRACE": str(trace)})
+        codes = [first.wait(timeout=180), second.wait(timeout=180)]
+    assert codes == [0, 0], log_of(a, "wa") + log_of(b, "wb")
+    assert remote_status(bare, "1") == "complete"
+    assert "task 1 is claimed by wa" in log_of(b, "wb")
+    lines = [line.split("trace: built-in: ", 1)[1] for line in trace.read_text().splitlines() if "trace: built-in: git " in line]
+    fetches = [line for line in lines if line.startswith("git fetch ") and "+refs/heads/main:" in line]
+    # one to find task 1 claimed, one when wa's integration changed the remote (seen by ls-remote): nothing left
+    assert len(fetches) == 2, "\n".join(lines)
+    assert any(line.startswith("git ls-remote ") for line in lines), "\n".join(lines)

@@ -133,9 +133,12 @@ class Remote:
             self._empty_tree = hashlib.new("sha256" if kind == "sha256" else "sha1", b"tree 0\0").hexdigest()
         return self._empty_tree
 
+    def _speed(self) -> tuple[str, ...]:
+        """Protocol v0 over `git://` (see the module's note)."""
+        return ("-c", "protocol.version=0") if (self.url() or "").startswith("git://") else ()
+
     def _fetch_args(self) -> tuple[str, ...]:
-        speed = ("-c", "protocol.version=0") if (self.url() or "").startswith("git://") else ()
-        return (*speed, "fetch", "-q", "--prune", "--no-tags", "--no-auto-maintenance", "--no-write-fetch-head")
+        return (*self._speed(), "fetch", "-q", "--prune", "--no-tags", "--no-auto-maintenance", "--no-write-fetch-head")
 
     def refs(self) -> dict[str, tuple[str, str]]:
         """{ref: (sha, subject)} of the remote branch's tracking ref, the claims and the records as the
@@ -158,6 +161,29 @@ class Remote:
         """The remote branch as last fetched."""
         found = self.refs().get(self.tracking)
         return found[0] if found else None
+
+    def moved(self) -> bool:
+        """Whether the remote's branch, claims or records differ from what the last fetch brought
+        (one `ls-remote`: a round trip that reads nothing into this clone). Waits while the remote
+        is unreachable, as a fetch would."""
+        def once():
+            done = self.git(*self._speed(), "ls-remote", self.name, f"refs/heads/{self.branch}",
+                            f"{CLAIMS}*", f"{DONE}*")
+            return done.returncode == 0, done.stdout
+        theirs = {}
+        for line in self._patiently("ls-remote", once).splitlines():
+            sha, _, ref = line.partition("\t")
+            if ref == f"refs/heads/{self.branch}" or ref.startswith((CLAIMS, DONE)):
+                theirs[ref] = sha
+        mine = {}
+        for ref, (sha, _) in self.refs().items():
+            if ref == self.tracking:
+                mine[f"refs/heads/{self.branch}"] = sha
+            elif ref.startswith(self.seen_claims):
+                mine[CLAIMS + ref[len(self.seen_claims):]] = sha
+            elif ref.startswith(self.seen_done):
+                mine[DONE + ref[len(self.seen_done):]] = sha
+        return theirs != mine
 
     def maintain(self) -> None:
         """What the fetches left undone: `git maintenance run --auto`, once (a worker, when it stops)."""

@@ -141,10 +141,11 @@ class Worker:
                 stale = [t for t in ready if t in claims and self.claims.stale(claims[t])]
                 if not free and not stale:
                     self.report.held_back = held_back
-                    if not idle.waits({t: claims[t] for t in ready if t in claims}, held_back, rest):
+                    held = {t: claims[t] for t in ready if t in claims}
+                    if not idle.waits(held, held_back, rest):
                         self.report.stopped = idle.why
                         break
-                    time.sleep(self.options.poll_s * random.uniform(0.5, 1.5))
+                    self._nap(held)
                     continue
                 idle.reset()
                 self.agents  # made (an agent CLI that is not there said) before the first claim, not after it
@@ -169,6 +170,16 @@ class Worker:
             self._go_home()
             self.note.clear()
         return self.report
+
+    def _nap(self, held: dict[str, Claim]) -> None:
+        """A poll interval; and, while this worker waits only on other workers' claims, more of them
+        for as long as the remote's refs are the ones last fetched and none of those claims has run
+        out: each look a `git ls-remote` (one round trip) instead of a fetch and a read of every task
+        file. A renewal, an integration, a release or a push to the branch ends the nap."""
+        while True:
+            time.sleep(self.options.poll_s * random.uniform(0.5, 1.5))
+            if not held or any(self.claims.stale(c) for c in held.values()) or self.remote.moved():
+                return
 
     def _claim(self, free: list[str], stale: list[str], claims: dict[str, Claim]) -> tuple[str, Claim, str, bool] | None:
         """Claim the first task of `free` (then of `stale`: a takeover) that this worker gets, in the
