@@ -11,11 +11,12 @@ fresh copy of the repository each time, interleaved:
     parallel N   `flow start --parallel N`    up to N coder sessions at once, each in its own git
                  worktree (created, merged back into the branch with a merge commit, removed)
 
-Reported: medians, the ratio parallel / sequential, and the floor the agent alone sets for each
+Reported: medians, the ratio parallel / sequential (the median of per-round ratios), and the floor the agent alone sets for each
 (T x DELAY and ceil(T / N) x DELAY). Target: a fraction of the sequential time, i.e. near
 ceil(T / N) / T of it plus the cost of the worktrees and merges.
 
-~1 minute with the defaults (T=6, DELAY=2 s, N=3, K=2); --quick: T=3, DELAY=1 s, K=1.
+~2 minutes with the defaults (T=6, DELAY=2 s, N=3, K=3 rounds after a warm-up round); --quick:
+T=3, DELAY=1 s, K=2. Reported as the median of the per-round ratios with their spread, and the load.
 
 Usage: python bench/bench_parallel.py [--quick] [--tasks T] [--delay S] [--parallel N] [--runs K]
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -33,15 +35,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import compare, fmt_ms, header, md, md_table, ratio, specflux_argv  # noqa: E402
+from _common import (compare, fmt_ms, header, load, md, md_table, ratio, ratio_cell, round_ratios,  # noqa: E402
+                     specflux_argv)
 
+# The agent's environment is an allowlist (agent/environment.py): the delay travels as a SPECFLUX_*
+# variable, which it passes; the reviewer hands in its verdict as a reviewer must (`submit-review`
+# seals it: a verdict written straight to $SPECFLUX_HANDIN is refused, and the task rejected).
 AGENT = r"""#!/bin/sh
 # The bench's agent CLI: a fixed delay for the coder, then the least a session needs.
 cat > /dev/null
 if [ "$SPECFLUX_ROLE" = reviewer ]; then
-  printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}]}}' > "$SPECFLUX_HANDIN"
+  printf '%s\n' '{"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}]}' | @SPECFLUX@ submit-review --json - > /dev/null
 else
-  sleep "$BENCH_DELAY"
+  sleep "$SPECFLUX_BENCH_DELAY"
   echo "task $SPECFLUX_TASK_ID" > "out-$SPECFLUX_TASK_ID.txt"
   awk '$0 == "(To be completed)" { print "### Summary\nDone by the bench agent.\n\n### For Downstream Tasks\nNothing to add."; next } { print }' \
     "$SPECFLUX_TASK_FILE" > "$SPECFLUX_TASK_FILE.tmp" && mv "$SPECFLUX_TASK_FILE.tmp" "$SPECFLUX_TASK_FILE"
@@ -84,14 +90,15 @@ def main() -> None:
     a = p.parse_args()
     tasks = a.tasks or (3 if a.quick else 6)
     delay = a.delay or (1.0 if a.quick else 2.0)
-    runs = a.runs or (1 if a.quick else 2)
+    runs = a.runs or (2 if a.quick else 3)
     header("Parallel lanes: `flow start --parallel N` vs one task at a time", a.quick)
     folder = Path(tempfile.mkdtemp(prefix="specflux-bench-parallel-"))
     try:
         template = make_template(folder, tasks)
         agent = folder / "agent.sh"
-        agent.write_text(AGENT, encoding="utf-8")
-        env = {**os.environ, "BENCH_DELAY": str(delay)}
+        agent.write_text(AGENT.replace("@SPECFLUX@", " ".join(shlex.quote(part) for part in specflux_argv())),
+                         encoding="utf-8")
+        env = {**os.environ, "SPECFLUX_BENCH_DELAY": str(delay)}
         work = folder / "repo"
 
         def fresh(_name: str) -> None:
@@ -108,19 +115,26 @@ def main() -> None:
                 merges = git(work, "log", "--merges", "--oneline").count("\n")
                 if extra and merges != tasks:
                     raise SystemExit(f"expected {tasks} merges, found {merges}")
+                made = sum(1 for i in range(1, tasks + 1) if (work / f"out-{i}.txt").exists())
+                done = git(work, "grep", "-l", '"status": "complete"', "--", ".specflux/task-states").split()
+                if made != tasks or len(done) != tasks:
+                    raise SystemExit(f"expected {tasks} tasks complete, found {len(done)} ({made} files written)")
             return go
 
-        samples = compare({"sequential": flow(), f"parallel {a.parallel}": flow("--parallel", str(a.parallel))},
-                          runs=runs, warmup=0, setup=fresh)
-        seq, par = md(samples["sequential"]), md(samples[f"parallel {a.parallel}"])
+        name = f"parallel {a.parallel}"
+        samples = compare({"sequential": flow(), name: flow("--parallel", str(a.parallel))},
+                          runs=runs, warmup=1, setup=fresh)
+        seq, par = md(samples["sequential"]), md(samples[name])
         floor_seq = tasks * delay * 1000
         floor_par = math.ceil(tasks / a.parallel) * delay * 1000
-        print(f"{tasks} independent tasks, coder delay {delay:g} s, reviewer at once; median of {runs} run(s)\n")
+        print(f"{tasks} independent tasks, coder delay {delay:g} s, reviewer at once; median of {runs} run(s) after a "
+              f"warm-up, interleaved; {load()} at the end\n")
         print(md_table(["run", "median ms", "agent floor ms", "over the floor ms"], [
             ["sequential", fmt_ms(seq), fmt_ms(floor_seq), fmt_ms(seq - floor_seq)],
             [f"--parallel {a.parallel}", fmt_ms(par), fmt_ms(floor_par), fmt_ms(par - floor_par)],
         ]))
-        print(f"\nparallel / sequential: **{ratio(par, seq)}** (the agent alone: {ratio(floor_par, floor_seq)}); "
+        print(f"\nparallel / sequential, per round: **{ratio_cell(round_ratios(samples, name, 'sequential'))}** "
+              f"(the agent alone: {ratio(floor_par, floor_seq)}); "
               f"per task over the agent's time: sequential {fmt_ms((seq - floor_seq) / tasks)} ms, "
               f"parallel {fmt_ms((par - floor_par) / tasks)} ms (worktree, merge and clean-up included)")
     finally:

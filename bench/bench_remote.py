@@ -1,48 +1,74 @@
 #!/usr/bin/env python3
 """Workers sharing one queue through a git remote (`flow start --all --remote origin`): 1 worker
-against W workers, each a process in a clone of its own, over a real `git daemon` on loopback; and
-what a claim, a renewal and an integration cost against it.
+against W workers, each a process in a clone of its own, over a real `git daemon` on loopback; how
+long each worker takes from its start to its first agent session; and what a claim, a renewal and
+an integration cost against the daemon.
 
 A bare repository with T independent tasks, each changing its own file. The agent CLI is a POSIX
 sh script that takes DELAY seconds a session (coder and reviewer alike), as an agent whose time
-dominates would. Reported: the wall time of 1 worker and of W workers (all started at once), the
-ratio (target <= 0.3x with W = 4), and medians of claim (a push creating the claim ref), renew (a
-compare-and-swap push on it) and integrate (fetch, merge, one atomic push of the branch and the
-claim's deletion) in-process (target < 0.5 s each).
+dominates would, and appends the time it started (`date +%s.%N`) to a file of its worker's outside
+the repository. Each round runs the two cases back to back on fresh copies (1 worker, then W
+workers all started at once, every round; the order alternates), each with a daemon of its own.
+Reported: the median of the per-round ratios W workers / 1 worker with their spread, to the queue
+drained (its last task integrated, as the workers print it) and to every worker exited (a worker
+waiting on another's claim sees it end at its next poll, `[remote] poll_s` = 0.5 s here) (target <=
+0.28x with W = 4; the agent alone sets 1/W), and from each worker's start (just before its process
+is spawned) to its first agent session: median and worst over workers and rounds (target 0.5 s),
+beside the start-up of a bare `specflux --version` measured in the same rounds. Then, untimed, one
+round of W workers with `GIT_TRACE`: the git processes each worker ran before its first agent and
+in all, by command. And claim (a push creating the claim ref), renew (a compare-and-swap push on
+it) and integrate (fetch, merge, one atomic push) in-process (target < 0.5 s each).
 
-~5 minutes with the defaults (T=40, DELAY=2 s, W=4); --quick: T=8, DELAY=1 s (~40 s).
+~4 minutes with the defaults (T=16, DELAY=1.5 s, W=4, 3 rounds); --quick: T=8, DELAY=1 s, 2 rounds
+(~1.5 min).
 
-Usage: python bench/bench_remote.py [--quick] [--tasks T] [--delay S] [--workers W]
+Usage: python bench/bench_remote.py [--quick] [--tasks T] [--delay S] [--workers W] [--rounds K]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import resource
+import shlex
 import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import bench_env, fmt_ms, header, md_table, specflux_argv, warm_bytecode  # noqa: E402
+from _common import (bench_env, compare, fmt_ms, header, load, md, md_table, ratio_cell, round_ratios,  # noqa: E402
+                     specflux_argv)
 
+# The agent's environment is an allowlist (agent/environment.py): the bench's settings travel as
+# SPECFLUX_* variables, which it passes.
 AGENT = r"""#!/bin/sh
-# The bench's agent CLI: DELAY seconds a session, then the least a session needs.
+# The bench's agent CLI: notes when it started, takes DELAY seconds a session, then the least a session needs.
+date +%s.%N >> "$SPECFLUX_BENCH_STAMPS"
 cat > /dev/null
-sleep "$BENCH_DELAY"
+sleep "$SPECFLUX_BENCH_DELAY"
 if [ "$SPECFLUX_ROLE" = reviewer ]; then
-  printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}]}}' > "$SPECFLUX_HANDIN"
+  printf '%s\n' '{"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}]}' | @SPECFLUX@ submit-review --json - > /dev/null
 else
   echo "task $SPECFLUX_TASK_ID" > "out-$SPECFLUX_TASK_ID.txt"
   awk '$0 == "(To be completed)" { print "### Summary\nDone by the bench agent.\n\n### For Downstream Tasks\nNothing to add."; next } { print }' \
     "$SPECFLUX_TASK_FILE" > "$SPECFLUX_TASK_FILE.tmp" && mv "$SPECFLUX_TASK_FILE.tmp" "$SPECFLUX_TASK_FILE"
 fi
 """
+
+
+def agent_script() -> str:
+    """The agent, its reviewer handing in its verdict as a reviewer must (sealed by `specflux submit-review`)."""
+    return AGENT.replace("@SPECFLUX@", " ".join(shlex.quote(part) for part in specflux_argv()))
+
+
 IDENTITY = (("user.name", "Bench"), ("user.email", "bench@example.com"), ("commit.gpgsign", "false"))
 
 
@@ -105,30 +131,106 @@ def clone(url: str, dest: Path) -> Path:
     return dest
 
 
-def queue(parent: Path, tasks: int, workers: int, agent: Path, delay: float) -> float:
-    """Seconds for `workers` workers (started at once) to finish a fresh queue of `tasks` tasks."""
-    folder = parent / f"queue-{workers}"
-    folder.mkdir()
-    bare = make_origin(folder, tasks)
-    daemon = Daemon(folder)
-    try:
-        clones = [clone(daemon.url("origin.git"), folder / f"w{i}") for i in range(workers)]
-        env = bench_env({**os.environ, "BENCH_DELAY": str(delay)})
-        began = time.monotonic()
-        procs = [subprocess.Popen([*specflux_argv(), "--root", str(c), "flow", "start", "--all", "--remote", "origin",
-                                   "--worker", f"w{i}", "--agent", "command", "--cmd", f"sh {agent}"],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for i, c in enumerate(clones)]
-        errors = [p.communicate()[1] for p in procs]
-        took = time.monotonic() - began
+class Queue:
+    """A fresh queue of `tasks` tasks on its own daemon, with `workers` clones ready (made untimed);
+    `go()` starts one worker process in each clone at once and waits for all of them."""
+
+    def __init__(self, parent: Path, tasks: int, workers: int, agent: Path, delay: float, trace: bool = False,
+                 argv: list[str] | None = None):
+        self.folder = Path(tempfile.mkdtemp(prefix=f"queue-{workers}-", dir=parent))
+        self.tasks, self.agent, self.delay, self.trace = tasks, agent, delay, trace
+        self.argv = argv or specflux_argv()  # the specflux under test (another checkout's, to compare two)
+        self.bare = make_origin(self.folder, tasks)
+        self.daemon = Daemon(self.folder)
+        self.clones = [clone(self.daemon.url("origin.git"), self.folder / f"w{i}") for i in range(workers)]
+        self.starts: list[float] = []  # wall clock (the agent's `date` is too), just before each worker is spawned
+        self.integrated: list[float] = []  # wall clock of each "integrated into" line the workers printed
+
+    def stamps(self, i: int) -> Path:
+        return self.folder / f"stamps-w{i}"
+
+    def go(self) -> None:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        procs = []
+        for i, c in enumerate(self.clones):
+            env = {**os.environ, "SPECFLUX_BENCH_DELAY": str(self.delay), "SPECFLUX_BENCH_STAMPS": str(self.stamps(i))}
+            if self.trace:
+                env["GIT_TRACE"] = str(self.folder / f"trace-w{i}")
+            env = bench_env(env)
+            argv = [*self.argv, "--root", str(c), "flow", "start", "--all", "--remote", "origin",
+                    "--worker", f"w{i}", "--agent", "command", "--cmd", f"sh {self.agent}"]
+            self.starts.append(time.time())
+            procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        errors: list[list[str]] = [[] for _ in procs]
+
+        def read(i: int) -> None:  # each line as it comes, to note when each task was integrated
+            for line in procs[i].stderr:
+                errors[i].append(line)
+                if ", integrated into " in line:
+                    self.integrated.append(time.time())
+
+        readers = [threading.Thread(target=read, args=(i,)) for i in range(len(procs))]
+        for t in readers:
+            t.start()
+        for p, t in zip(procs, readers):
+            p.wait()
+            t.join()
         if any(p.returncode for p in procs):
-            raise SystemExit("a worker failed:\n" + "\n".join(e[-1500:] for e in errors))
-        done = git(bare, "ls-tree", "--name-only", "main").split()
-        if sum(1 for name in done if name.startswith("out-")) != tasks:
-            raise SystemExit(f"expected {tasks} out-*.txt files on the remote, found: {done}")
-        return took
-    finally:
-        daemon.stop()
+            raise SystemExit("a worker failed:\n" + "\n".join("".join(e)[-1500:] for e in errors))
+        self.daemon.stop()  # reaped: its children's CPU (upload-pack, receive-pack) now counts in ours
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+    def drained(self) -> float:
+        """Seconds from the first worker's start to the last task integrated (the workers then see
+        nothing left and stop: their exit is at most a poll interval later)."""
+        return max(self.integrated) - self.starts[0]
+
+    def check(self) -> None:
+        done = git(self.bare, "ls-tree", "--name-only", "main").split()
+        if sum(1 for name in done if name.startswith("out-")) != self.tasks:
+            raise SystemExit(f"expected {self.tasks} out-*.txt files on the remote, found: {done}")
+        sessions = sum(len(self.stamps(i).read_text().split()) for i in range(len(self.clones)) if self.stamps(i).exists())
+        if sessions < 2 * self.tasks:
+            raise SystemExit(f"expected {2 * self.tasks} agent sessions, the agent noted {sessions}")
+
+    def first_agent(self) -> list[float]:
+        """Seconds from each worker's start to its first agent session (a worker that ran none: left out)."""
+        out = []
+        for i, began in enumerate(self.starts):
+            stamps = self.stamps(i).read_text().split() if self.stamps(i).exists() else []
+            if stamps:
+                out.append(min(map(float, stamps)) - began)
+        return out
+
+    def close(self) -> None:
+        if self.daemon.process.poll() is None:
+            self.daemon.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_BUILTIN = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) .*trace: (?:built-in|exec): git (\S+)")
+
+
+def traced(q: Queue) -> list[tuple[Counter, Counter]]:
+    """For each worker of a traced run: (git processes before its first agent session, all), by command."""
+    out = []
+    for i, began in enumerate(q.starts):
+        stamps = q.stamps(i).read_text().split() if q.stamps(i).exists() else []
+        first = min(map(float, stamps)) if stamps else float("inf")
+        day = time.mktime(time.localtime(began)[:3] + (0, 0, 0, 0, 0, -1))
+        before, every = Counter(), Counter()
+        path = q.folder / f"trace-w{i}"
+        for line in (path.read_text(errors="replace").splitlines() if path.exists() else []):
+            m = _BUILTIN.match(line)
+            if not m:
+                continue
+            at = day + int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3])
+            every[m[4]] += 1
+            if at < first:
+                before[m[4]] += 1
+        out.append((before, every))
+    return out
 
 
 def costs(parent: Path, rounds: int) -> dict[str, list[float]]:
@@ -145,8 +247,8 @@ def costs(parent: Path, rounds: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"claim": [], "renew": [], "integrate": []}
     try:
         root = clone(daemon.url("origin.git"), folder / "w")
-        ensure_driver(root)
         remote = Remote(root, "origin", "main")
+        ensure_driver(remote)
         claims = Claims(remote, lease_s=30)
         remote.fetch()
         for i in range(1, rounds + 1):
@@ -177,29 +279,101 @@ def main() -> None:
     p.add_argument("--tasks", type=int)
     p.add_argument("--delay", type=float)
     p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--no-costs", action="store_true", help="leave out claim/renew/integrate in-process")
     a = p.parse_args()
-    tasks = a.tasks or (8 if a.quick else 40)
-    delay = a.delay or (1.0 if a.quick else 2.0)
-    header("Workers sharing a git remote: W workers vs 1; claim, renew, integrate", a.quick)
-    warm_bytecode()
+    tasks = a.tasks or (8 if a.quick else 16)
+    delay = a.delay or (1.0 if a.quick else 1.5)
+    rounds = a.rounds or (2 if a.quick else 3)
+    w = a.workers
+    header("Workers sharing a git remote: W workers vs 1, start to first agent; claim, renew, integrate", a.quick)
     folder = Path(tempfile.mkdtemp(prefix="specflux-bench-remote-"))
     try:
         agent = folder / "agent.sh"
-        agent.write_text(AGENT, encoding="utf-8")
-        each = costs(folder, 5 if a.quick else 15)
-        print(md_table(["operation (loopback git daemon)", "median ms", "max ms", "target"],
-                       [[name, fmt_ms(statistics.median(v) * 1000), fmt_ms(max(v) * 1000), "< 500 ms"]
-                        for name, v in each.items()]))
-        one = queue(folder, tasks, 1, agent, delay)
-        many = queue(folder, tasks, a.workers, agent, delay)
+        agent.write_text(agent_script(), encoding="utf-8")
+        one, many = "1 worker", f"{w} workers"
+        queues: dict[str, Queue] = {}
+        firsts: dict[str, list[float]] = {one: [], many: []}
+        cpu: dict[str, list[float]] = {one: [], many: []}  # CPU seconds a task: workers, git, the daemon, the agent
+        drained: dict[str, list[float]] = {one: [], many: []}
+
+        def setup(name: str) -> None:
+            if name in queues:
+                queues.pop(name).close()
+            queues[name] = Queue(folder, tasks, 1 if name == one else w, agent, delay)
+
+        def case(name: str):
+            def go() -> None:
+                queues[name].go()
+            return go
+
+        def version() -> None:
+            subprocess.run([*specflux_argv(), "--version"], env=bench_env(), stdout=subprocess.DEVNULL, check=True)
+
+        warm = Queue(folder, 1, 1, agent, 0)  # untimed: compiles what a worker imports (the first run would pay it)
+        try:
+            warm.go()
+        finally:
+            warm.close()
+        samples: dict[str, list[float]] = {one: [], many: [], "start-up": []}
+        for r in range(rounds):  # the order alternates round by round: neither side always goes first
+            names = [one, many] if r % 2 == 0 else [many, one]
+            got = compare({n: case(n) for n in names} | {"start-up": version}, runs=1, warmup=0,
+                          setup=lambda n: setup(n) if n != "start-up" else None)
+            for n, values in got.items():
+                samples[n] += values
+            for n in (one, many):
+                queues[n].check()
+                firsts[n] += queues[n].first_agent()
+                drained[n].append(queues[n].drained() * 1000)
+                cpu[n].append(queues[n].cpu / tasks)
+        for q in queues.values():
+            q.close()
         floor_one = tasks * 2 * delay
-        print(f"\n{tasks} independent tasks, {delay:g} s a session (coder and reviewer)\n")
-        print(md_table(["workers", "wall s", "agent floor s"], [
-            ["1", f"{one:.1f}", f"{floor_one:.0f}"],
-            [str(a.workers), f"{many:.1f}", f"{floor_one / a.workers:.0f}"],
+
+        def secs(values: list[float]) -> str:
+            return f"{md(values) / 1000:.1f} ({min(values) / 1000:.1f}-{max(values) / 1000:.1f})"
+
+        print(f"{tasks} independent tasks, {delay:g} s a session (coder and reviewer); {rounds} rounds, the cases "
+              f"interleaved; {load()} at the end\n")
+        print(md_table(["case", "queue drained: last task integrated, s (min-max)", "every worker exited, s",
+                        "agent floor s", "CPU s a task (min-max)"], [
+            [n, secs(drained[n]), secs(samples[n]), f"{floor_one / (1 if n == one else w):.0f}",
+             f"{md(cpu[n]):.2f} ({min(cpu[n]):.2f}-{max(cpu[n]):.2f})"] for n in (one, many)
         ]))
-        print(f"\n{a.workers} workers / 1 worker: **{many / one:.2f}x** (target <= 0.3x with 4 workers; "
-              f"the agent alone: {1 / a.workers:.2f}x)")
+        print("\n(CPU: user + system time of every process of the case, workers, git, the daemon's children and the "
+              "agent's, over the tasks: what a busy machine cannot hide)")
+        print(f"\n{many} / {one}, per round: drained **{ratio_cell(round_ratios(drained, many, one))}**; every worker "
+              f"exited {ratio_cell(round_ratios(samples, many, one))} (target <= 0.28x with 4 workers; the agent "
+              f"alone: {1 / w:.2f}x)\n")
+        print(md_table(["from a worker's start to its first agent session", "median ms", "max ms", "n", "target"], [
+            [f"{one}", fmt_ms(md(firsts[one]) * 1000), fmt_ms(max(firsts[one]) * 1000), len(firsts[one]), "< 500 ms"],
+            [f"{many}, started at once", fmt_ms(md(firsts[many]) * 1000), fmt_ms(max(firsts[many]) * 1000),
+             len(firsts[many]), "< 500 ms"],
+            ["(floor) `specflux --version`, whole process", fmt_ms(md(samples["start-up"])),
+             fmt_ms(max(samples["start-up"])), len(samples["start-up"]), ""],
+        ]))
+        q = Queue(folder, tasks, w, agent, delay, trace=True)
+        try:
+            q.go()
+            q.check()
+            counted = traced(q)
+        finally:
+            q.close()
+        before = sum((b for b, _ in counted), Counter())
+        every = sum((e for _, e in counted), Counter())
+        print(f"\ngit processes (`GIT_TRACE`, one untimed round of {many}; children git spawns included), per "
+              f"worker before its first agent session, and per task in all:\n")
+        print(md_table(["git command", "per worker before its first agent", "per task"], [
+            [cmd, f"{before[cmd] / w:.1f}", f"{every[cmd] / tasks:.1f}"] for cmd, _ in every.most_common()
+        ] + [["all", f"{sum(before.values()) / w:.1f}", f"{sum(every.values()) / tasks:.1f}"]]))
+        if not a.no_costs:
+            each = costs(folder, 5 if a.quick else 15)
+            print()
+            print(md_table(["operation (loopback git daemon)", "median ms", "max ms", "target"],
+                           [[name, fmt_ms(statistics.median(v) * 1000), fmt_ms(max(v) * 1000), "< 500 ms"]
+                            for name, v in each.items()]))
+        print(f"\n{load()} at the end")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

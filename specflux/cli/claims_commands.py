@@ -112,13 +112,16 @@ def _claim_table(rows, remote: str) -> str:
 
 
 def work(args, agents, say) -> int:
-    """`flow start --all --remote NAME`: this clone as one worker of the shared queue."""
+    """`flow start --all --remote NAME`: this clone as one worker of the shared queue. `agents`: the
+    Agents, or what makes them (called when the first run starts)."""
     from pathlib import Path
 
     from specflux.base.escape import safe
 
+    from specflux.flow.remote.warm import warm_up
     from specflux.flow.remote.worker import Options, Worker
 
+    warm_up()  # the run engine loads while the worker fetches and claims (`agents` builds on it: made when needed)
     if args.ids or args.prd:
         raise UsageError("a worker takes its tasks from the shared queue: `flow start --all --remote NAME`, no IDs")
     manager = open_manager(args.root)
@@ -139,7 +142,7 @@ def work(args, agents, say) -> int:
         from specflux.flow.remote.crew import run_crew
 
         print(f"workers {options.worker}/1..{args.parallel} on {options.remote}", flush=True)
-        report = run_crew(root, options, agents, args.parallel, open_manager=lambda place: open_manager(str(place)),
+        report = run_crew(root, options, agents() if callable(agents) else agents, args.parallel, open_manager=lambda place: open_manager(str(place)),
                           say=say)
     else:
         worker = Worker(root, options, agents, open_manager=lambda: open_manager(args.root), say=say)

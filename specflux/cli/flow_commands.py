@@ -132,14 +132,14 @@ def _agents(args):
 
 
 def flow_start(args) -> int:
-    from specflux.flow import runs
-
     if args.wait is not None and not args.remote:
         raise UsageError("--wait is for a worker of a shared queue: `flow start --all --remote NAME --wait [S]`")
-    if args.remote:  # one worker of a queue shared through a git remote
+    if args.remote:  # one worker of a queue shared through a git remote: the engine loads while it fetches
         from specflux.cli.claims_commands import work
 
-        return work(args, _agents(args), _say)
+        return work(args, lambda: _agents(args), _say)
+    from specflux.flow import runs
+
     manager = open_manager(args.root)
     agents = _agents(args)
     ids = list(args.ids)

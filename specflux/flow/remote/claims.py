@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from specflux.flow.remote.marker import empty_tree, iso, marker
+from specflux.flow.remote.marker import iso, marker
 from specflux.flow.remote.transport import CLAIMS, RELEASED, Remote
 
 
@@ -66,7 +66,7 @@ class Claims:
     def __init__(self, remote: Remote, lease_s: float = 60.0, skew_s: float = 5.0):
         self.remote, self.lease_s, self.skew_s = remote, lease_s, skew_s
         self._seen: dict[str, tuple[str, float]] = {}  # task -> (sha, monotonic time first seen)
-        self._empty_tree: str | None = None
+        self.lost_to_branch = False  # the last create/swap with a `tip` was refused because the branch moved
 
     @staticmethod
     def ref(task_id: str) -> str:
@@ -77,12 +77,8 @@ class Claims:
     def fetched(self) -> dict[str, Claim]:
         """{task: Claim} as the last `Remote.fetch` saw them."""
         prefix = self.remote.seen_claims
-        done = self.remote.git("for-each-ref", "--format=%(objectname)%00%(refname)%00%(contents:subject)", prefix)
-        found = {}
-        for line in done.stdout.splitlines():
-            sha, ref, subject = (line.split("\0") + ["", ""])[:3]
-            task = ref[len(prefix):]
-            found[task] = parse_claim(task, sha, subject)
+        found = {ref[len(prefix):]: parse_claim(ref[len(prefix):], sha, subject)
+                 for ref, (sha, subject) in self.remote.refs().items() if ref.startswith(prefix)}
         now = time.monotonic()
         self._seen = {t: (c.sha, self._seen[t][1] if t in self._seen and self._seen[t][0] == c.sha else now)
                       for t, c in found.items()}
@@ -102,29 +98,47 @@ class Claims:
 
     # ------------------------------------------------------------------ changing
 
-    def _commit(self, task: str, worker: str, run: str, claimed_at: str | None = None, note: str = "") -> str:
-        if self._empty_tree is None:
-            self._empty_tree = empty_tree(self.remote)
+    def _commit(self, task: str, worker: str, run: str, claimed_at: str | None = None, note: str = "") -> Claim:
         now = time.time()
         fields = {"worker": worker, "run": run, "task": task, "claimedAt": claimed_at or iso(now),
                   "leaseUntil": iso(now + self.lease_s)}
-        return marker(self.remote, {**fields, "note": note} if note else fields, tree=self._empty_tree)
+        fields = {**fields, "note": note} if note else fields
+        sha = marker(self.remote, fields, tree=self.remote.empty_tree())
+        return parse_claim(task, sha, json.dumps(fields))
 
-    def create(self, task: str, worker: str, run: str, note: str = "") -> Claim | None:
-        """Claim `task`: the Claim when this push created the ref, None when it existed already."""
-        sha = self._commit(task, worker, run, note=note)
+    def create(self, task: str, worker: str, run: str, note: str = "", *, tip: str | None = None) -> Claim | None:
+        """Claim `task`: the Claim when this push created the ref, None when it was not created: it
+        existed already, or (`tip` given) the remote branch is no longer at `tip` (`lost_to_branch`
+        says which)."""
+        claim = self._commit(task, worker, run, note=note)
         ref = self.ref(task)
-        pushed = self.remote.push(f"--force-with-lease={ref}:", f"{sha}:{ref}")
-        return self._mine(task, sha) if pushed.ok else None
+        return self._push(claim, ref, [f"--force-with-lease={ref}:", f"{claim.sha}:{ref}"], tip)
 
-    def swap(self, old: Claim, worker: str, run: str, *, patient: bool = True) -> Claim | None:
+    def swap(self, old: Claim, worker: str, run: str, *, patient: bool = True, tip: str | None = None) -> Claim | None:
         """Replace `old` with a new claim of `worker` (a renewal when it is the worker's own, a
-        takeover when not): the new Claim, or None when the ref is no longer `old`."""
+        takeover when not): the new Claim, or None when the ref is no longer `old` (or, `tip` given,
+        the remote branch is no longer at `tip`)."""
         own = old.worker == worker and old.run == run
-        sha = self._commit(old.task, worker, run, old.claimed_at if own else None, old.note if own else "")
+        claim = self._commit(old.task, worker, run, old.claimed_at if own else None, old.note if own else "")
         ref = self.ref(old.task)
-        pushed = self.remote.push(f"--force-with-lease={ref}:{old.sha}", f"{sha}:{ref}", patient=patient)
-        return self._mine(old.task, sha) if pushed.ok else None
+        return self._push(claim, ref, [f"--force-with-lease={ref}:{old.sha}", f"{claim.sha}:{ref}"], tip, patient)
+
+    def _push(self, claim: Claim, ref: str, specs: list[str], tip: str | None, patient: bool = True) -> Claim | None:
+        """Push a claim; with `tip`, in one atomic push with the lease `the remote branch is at tip`
+        (pushing it where it is: a push that changes nothing there, refused when it moved). A claim
+        made so needs no second look at the branch: nothing was integrated between the fetch that
+        showed the task to do and the claim, since an integration moves the branch."""
+        if tip:
+            self.lost_to_branch = False
+            branch = f"refs/heads/{self.remote.branch}"
+            specs = ["--atomic", *specs, f"--force-with-lease={branch}:{tip}", f"{tip}:{branch}"]
+        pushed = self.remote.push(*specs, patient=patient)
+        if pushed.ok:
+            self._seen.pop(claim.task, None)
+            return claim
+        if tip:
+            self.lost_to_branch = f"refs/heads/{self.remote.branch}" in pushed.rejected()
+        return None
 
     def release(self, task: str, expected: str | None = None) -> bool:
         """Delete the claim on `task` (only if it is still `expected`, when given); True when deleted.
@@ -153,12 +167,6 @@ class Claims:
         except ValueError:
             return {}
         return fields if isinstance(fields, dict) else {}
-
-    def _mine(self, task: str, sha: str) -> Claim:
-        subject = self.remote.git("log", "-1", "--format=%s", sha).stdout.strip()
-        self._seen.pop(task, None)
-        return parse_claim(task, sha, subject)
-
 
 def parse_claim(task: str, sha: str, subject: str) -> Claim:
     try:

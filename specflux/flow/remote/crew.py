@@ -72,7 +72,8 @@ def _crew(root: Path, options: Options, agents: "Agents", count: int, lead: Work
             for ref in lead.remote.git("for-each-ref", "--format=%(refname)", prefix).stdout.split():
                 lead.remote.git("update-ref", "-d", ref)
     Remote(root, options.remote, lead.remote.branch).fetch()
-    lead.remote.git("merge", "-q", "--ff-only", lead.remote.tracking)
+    lead.remote.git("-c", "maintenance.auto=false", "merge", "-q", "--ff-only", lead.remote.tracking)
+    lead.remote.maintain()  # what the crew's fetches left undone, once
     if errors:
         raise errors[0]
     merged = Report(options.worker)

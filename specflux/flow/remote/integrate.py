@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Literal
 
 from specflux.flow.remote.claims import Claim
@@ -39,14 +38,13 @@ class Integrated:
     seconds: float = 0.0
 
 
-def ensure_driver(root: Path) -> None:
+def ensure_driver(remote: Remote) -> None:
     """The task-file merge driver in this clone's git config (the attribute travels with the
-    repository; the driver is config, which no clone carries)."""
-    from specflux.vcs.process import run_git
-
+    repository; the driver is config, which no clone carries). Read with the clone's other settings
+    in one `git config`; written only when missing or changed."""
     for key, value in (("merge.specflux.name", DRIVER_NAME), ("merge.specflux.driver", driver_command())):
-        if run_git(("config", "--local", "--get", key), root).returncode:
-            run_git(("config", "--local", key, value), root)
+        if remote.config().get(key) != value:
+            remote.set_config(key, value)
 
 
 def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], None] = lambda line: None,
@@ -73,15 +71,21 @@ def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], N
             if pushed.ok:
                 lease.stop_renewing()
                 return Integrated("pushed", "", tries, seconds=time.monotonic() - began)
-            holder = remote.remote_ref(ref)
-            if holder is None and lease.claim_again():
-                continue  # its ref was deleted by an unknown hand: claimed again, push again
-            if holder != claim.sha:
-                lease.stop_renewing()
-                return Integrated("lost", lease.what_became(), tries, seconds=time.monotonic() - began)
-        wait = backoff(tries, base=0.1, cap=5.0)
-        say(f"task {task}: the remote branch moved while pushing; merging again in {wait:.1f} s (try {tries + 1})")
-        sleep(wait)
+            rejected = pushed.rejected()
+            if ref in rejected or not rejected:  # the claim is not as it was (or git did not say): look
+                holder = remote.remote_ref(ref)
+                if holder is None and lease.claim_again():
+                    continue  # its ref was deleted by an unknown hand: claimed again, push again
+                if holder != claim.sha:
+                    lease.stop_renewing()
+                    return Integrated("lost", lease.what_became(), tries, seconds=time.monotonic() - began)
+        # the branch moved: another worker integrated first, and is done; merge with it and push at
+        # once (backing off only when that goes on happening: many workers finishing together)
+        wait = 0.0 if tries == 1 else backoff(tries - 1, base=0.1, cap=5.0)
+        say(f"task {task}: the remote branch moved while pushing; merging again" + (f" in {wait:.1f} s" if wait else "")
+            + f" (try {tries + 1})")
+        if wait:
+            sleep(wait)
 
 
 def integration_record(remote: Remote, lease: Lease, claim: Claim) -> str:
@@ -94,7 +98,7 @@ def integration_record(remote: Remote, lease: Lease, claim: Claim) -> str:
 def merge(remote: Remote, message: str) -> list[str]:
     """Merge the fetched remote branch into HEAD; the paths that conflict ([] when clean: merged, or
     nothing to merge). A conflicted merge is aborted: nothing is left half-merged."""
-    done = remote.git("merge", "-q", "--no-ff", "--no-edit", "-m", message, remote.tracking)
+    done = remote.git("-c", "maintenance.auto=false", "merge", "-q", "--no-ff", "--no-edit", "-m", message, remote.tracking)
     if done.returncode == 0:
         return []
     listed = remote.git("diff", "--name-only", "--diff-filter=U").stdout.split()

@@ -106,6 +106,7 @@ class Lease:
         remote = self.claims.remote
         ref = self.claims.ref(self.claim.task)
         done = remote.git("fetch", "-q", remote.name, f"+{ref}:{remote.seen_claims}{self.claim.task}")
+        remote.forget()
         if done.returncode:
             if "couldn't find remote ref" not in done.stderr:
                 return "its claim was taken over by another worker"

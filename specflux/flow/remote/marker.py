@@ -15,15 +15,11 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
 
 
-def empty_tree(remote: Remote) -> str:
-    return remote.git("mktree", input=b"").stdout.strip()
-
-
 def marker(remote: Remote, fields: dict[str, Any], parents: tuple[str, ...] = (), tree: str | None = None) -> str:
     """A commit with the empty tree (or `tree`), `parents`, and `fields` as its one-line JSON message."""
     from specflux.base.errors import GitError
 
-    args = ["commit-tree", tree or empty_tree(remote)]
+    args = ["commit-tree", tree or remote.empty_tree()]
     for parent in parents:
         args += ["-p", parent]
     done = remote.git(*args, "-m", json.dumps(fields, sort_keys=True), env=IDENTITY)

@@ -32,10 +32,10 @@ from specflux.flow.remote.tree import read_blobs, status_of, task_files
 def records(remote: Remote) -> dict[str, tuple[str, dict[str, Any]]]:
     """{task: (record sha, its fields)} as the last `Remote.fetch` saw them."""
     prefix = remote.seen_done
-    listed = remote.git("for-each-ref", "--format=%(objectname)%00%(refname)%00%(contents:subject)", prefix)
     found = {}
-    for line in listed.stdout.splitlines():
-        sha, ref, subject = (line.split("\0") + ["", ""])[:3]
+    for ref, (sha, subject) in remote.refs().items():
+        if not ref.startswith(prefix):
+            continue
         try:
             fields = json.loads(subject)
         except ValueError:

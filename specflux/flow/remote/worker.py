@@ -29,7 +29,7 @@ from specflux.flow.remote.lease import Lease
 from specflux.flow.remote.idle import Idle
 from specflux.flow.remote.note import WorkerNote
 from specflux.flow.remote.records import Verifier
-from specflux.flow.remote.transport import Remote
+from specflux.flow.remote.transport import Remote, backoff
 
 if TYPE_CHECKING:
     from specflux.flow.steps.roles import Agents
@@ -75,14 +75,17 @@ def new_run_id() -> str:
 
 
 class Worker:
-    def __init__(self, root: Path, options: Options, agents: "Agents", *,
+    def __init__(self, root: Path, options: Options, agents: "Agents | Callable[[], Agents]", *,
                  open_manager: Callable[[], "TaskStateManager"], say: Callable[[str], None] = lambda line: None,
                  branch: str | None = None, track_as: str | None = None):
-        """`branch`: the queue's branch (default: the one checked out); `track_as`: the worker's own
-        tracking refs, for one of several workers in worktrees of one clone (which goes home to no branch)."""
+        """`agents`: the Agents, or what makes them when the first run starts (the engine they need
+        loads meanwhile: warm.py); `branch`: the queue's branch (default: the one checked out);
+        `track_as`: the worker's own tracking refs, for one of several workers in worktrees of one
+        clone (which goes home to no branch)."""
         from specflux.flow.lanes.worktrees import current_branch
 
-        self.root, self.options, self.agents, self.open_manager, self.say = root, options, agents, open_manager, say
+        self.root, self.options, self.open_manager, self.say = root, options, open_manager, say
+        self._agents = agents
         branch = branch or current_branch(root)
         if not branch:
             raise UsageError("a worker works from a branch: check out the queue's branch (not a detached HEAD)")
@@ -92,12 +95,19 @@ class Worker:
                              on_wait=lambda since: self.note.write(waitingSince=None if since is None else
                                                                    time.strftime("%H:%M:%S", time.localtime(since))),
                              track_as=track_as)
-        if self.remote.git("remote", "get-url", options.remote).returncode:
+        if self.remote.url() is None:
             raise UsageError(f"no git remote {options.remote!r} here (see `git remote -v`)")
         self.claims = Claims(self.remote, options.lease_s, options.skew_s)
         self.verifier = Verifier(self.remote)
         self._tasks: set[str] = set()  # the tasks the branch has, as last read
         self.report = Report(options.worker)
+        self._at: str | None = None  # the commit this worker last checked out detached, while HEAD stays there
+
+    @property
+    def agents(self) -> "Agents":
+        if callable(self._agents):
+            self._agents = self._agents()
+        return self._agents
 
     # ------------------------------------------------------------------ the loop
 
@@ -114,11 +124,12 @@ class Worker:
         if dirty:
             raise UsageError("a worker needs a clean tree (it checks out what the remote has): commit or put away "
                              f"{', '.join(line[3:] for line in dirty.splitlines()[:5])}")
-        ensure_driver(self.root)
+        ensure_driver(self.remote)
         self.note.write(worker=self.options.worker, remote=self.remote.name, branch=self.remote.branch,
                         doing="looking for a task")
         idle = Idle(self.say, f"{self.remote.name}/{self.remote.branch}", poll_s=self.options.poll_s,
                     wait_s=self.options.wait_s)
+        fruitless = 0  # claim rounds in a row that got nothing
         try:
             while True:
                 self.remote.fetch()
@@ -130,30 +141,25 @@ class Worker:
                 stale = [t for t in ready if t in claims and self.claims.stale(claims[t])]
                 if not free and not stale:
                     self.report.held_back = held_back
-                    if not idle.waits({t: claims[t] for t in ready if t in claims}, held_back, rest):
+                    held = {t: claims[t] for t in ready if t in claims}
+                    if not idle.waits(held, held_back, rest):
                         self.report.stopped = idle.why
                         break
-                    time.sleep(self.options.poll_s * random.uniform(0.5, 1.5))
+                    self._nap(held)
                     continue
                 idle.reset()
-                task = (free or stale)[0]
-                run_id = new_run_id()
-                began = time.monotonic()
-                if task in free:
-                    claim = self.claims.create(task, self.options.worker, run_id)
-                else:
-                    old = claims[task]
-                    self.say(f"task {task}: the claim of {old.worker} (run {old.run}) is stale "
-                             f"(lease until {old.lease_until}); taking it over")
-                    claim = self.claims.swap(old, self.options.worker, run_id)
-                if claim is None:
-                    self.say(f"task {task}: another worker claimed it first")
-                    time.sleep(random.uniform(0, 0.2))
+                self.agents  # made (an agent CLI that is not there said) before the first claim, not after it
+                got = self._claim(free, stale, claims)
+                if got is None:  # the branch moved, or every candidate was taken: look again
+                    fruitless += 1
+                    if fruitless > 1:  # a remote that refuses for another reason is not hammered
+                        time.sleep(backoff(fruitless - 1, base=0.05, cap=2.0))
                     continue
-                self.report.timings["claim"].append(time.monotonic() - began)
+                fruitless = 0
+                task, claim, run_id, checked = got
                 self.say(f"task {task}: claimed by {self.options.worker} (run {run_id}, lease {self.options.lease_s:g} s)")
                 self.note.write(doing=f"working (run {run_id})", task=task)
-                self._work(task, claim, run_id)
+                self._work(task, claim, run_id, checked)
                 self.note.write(doing="looking for a task", task=None)
                 from specflux.base import interrupts
 
@@ -165,10 +171,50 @@ class Worker:
             self.note.clear()
         return self.report
 
+    def _nap(self, held: dict[str, Claim]) -> None:
+        """A poll interval; and, while this worker waits only on other workers' claims, more of them
+        for as long as the remote's refs are the ones last fetched and none of those claims has run
+        out: each look a `git ls-remote` (one round trip) instead of a fetch and a read of every task
+        file. A renewal, an integration, a release or a push to the branch ends the nap."""
+        while True:
+            time.sleep(self.options.poll_s * random.uniform(0.5, 1.5))
+            if not held or any(self.claims.stale(c) for c in held.values()) or self.remote.moved():
+                return
+
+    def _claim(self, free: list[str], stale: list[str], claims: dict[str, Claim]) -> tuple[str, Claim, str, bool] | None:
+        """Claim the first task of `free` (then of `stale`: a takeover) that this worker gets, in the
+        queue's order, judged from the last fetch: a task lost to another worker moves this one on to
+        the next at once (no sleep, no fetch: that task is known taken, the next may not be). Each
+        claim is pushed with the lease that the branch is still at the tip it was judged from, so a
+        claim made needs no second look (`checked`). (task, claim, run id, checked), or None when
+        the branch moved (what is to do may have changed) or every candidate was taken."""
+        tip = self.remote.tip()
+        for task in [*free, *stale]:
+            run_id = new_run_id()
+            began = time.monotonic()
+            if task in free:
+                claim = self.claims.create(task, self.options.worker, run_id, tip=tip)
+            else:
+                old = claims[task]
+                self.say(f"task {task}: the claim of {old.worker} (run {old.run}) is stale "
+                         f"(lease until {old.lease_until}); taking it over")
+                claim = self.claims.swap(old, self.options.worker, run_id, tip=tip)
+            if claim is not None:
+                self.report.timings["claim"].append(time.monotonic() - began)
+                return task, claim, run_id, tip is not None
+            if tip is not None and self.claims.lost_to_branch:
+                return None
+            self.say(f"task {task}: another worker claimed it first")
+        return None
+
     def _checkout_tip(self) -> None:
+        tip = self.remote.tip()
+        if tip is not None and tip == self._at:
+            return  # HEAD is there already (this worker put it there and moved it nowhere since)
         done = self.remote.git("checkout", "-q", "--detach", self.remote.tracking)
         if done.returncode:
             raise UsageError(f"cannot check out {self.remote.name}/{self.remote.branch}: {done.stderr.strip()}")
+        self._at = tip
 
     def _ready(self) -> tuple[list[str], dict[str, dict[str, str]], dict[str, str]]:
         """Tasks still to do on the remote whose dependencies are complete there and confirmed
@@ -202,23 +248,31 @@ class Worker:
         if self.home is None:
             return
         self.remote.git("checkout", "-q", self.home)
-        self.remote.git("merge", "-q", "--ff-only", self.remote.tracking)
+        self.remote.git("-c", "maintenance.auto=false", "merge", "-q", "--ff-only", self.remote.tracking)
+        self.remote.maintain()  # what the fetches left undone, once, now that no run waits on it
 
     # ------------------------------------------------------------------ one task
 
-    def _work(self, task: str, claim: Claim, run_id: str) -> None:
-        seen = self.remote.rev(self.remote.tracking)
-        self.remote.fetch()  # claimed: is it still to do? (another worker may have integrated it just now)
-        if self.remote.rev(self.remote.tracking) != seen:
-            self._checkout_tip()
-        if self.remote.rev(self.remote.tracking) != seen and task not in self._ready()[0]:
-            self.claims.release(task, claim.sha)
-            self.say(f"task {task}: done on the remote already; claim released")
-            return
+    def _work(self, task: str, claim: Claim, run_id: str, checked: bool = False) -> None:
+        self._at = None  # HEAD moves onto the task's branch
+        if not checked:  # claimed: is it still to do? (another worker may have integrated it just now)
+            seen = self.remote.tip()
+            self.remote.fetch()
+            if self.remote.tip() != seen:
+                self._checkout_tip()
+                self._at = None
+                if task not in self._ready()[0]:
+                    self.claims.release(task, claim.sha)
+                    self.say(f"task {task}: done on the remote already; claim released")
+                    return
         branch = f"specflux/work/{task}"
-        if self.remote.rev(f"refs/heads/{branch}"):  # a worker killed before it left this: kept, not overwritten
+        made = self.remote.git("checkout", "-q", "-b", branch)
+        if made.returncode and self.remote.rev(f"refs/heads/{branch}"):
+            # a worker killed before it left this: kept, not overwritten
             self.remote.git("branch", "-m", branch, f"specflux/kept/{task}/{time.strftime('%Y%m%d-%H%M%S')}")
-        self.remote.git("checkout", "-q", "-b", branch)
+            made = self.remote.git("checkout", "-q", "-b", branch)
+        if made.returncode:
+            raise UsageError(f"cannot start the branch {branch}: {made.stderr.strip()}")
         current: dict[str, Any] = {}
 
         def on_lost(why: str) -> None:
@@ -294,6 +348,7 @@ class Worker:
                 self.say(f"task {task}: the claim is no longer ours; not marking it blocked")
                 return
             self.remote.git("checkout", "-q", "-B", branch)
+            self._at = None
             self.open_manager().set_status(task, "blocked", commit=True, reason=note,
                                            trailers={"Specflux-Run": run_id})
             with Lease(self.claims, claim, self.options.worker, run_id) as lease:
