@@ -156,17 +156,24 @@ def task_files(repo: Path) -> list[tuple[str, Path]]:
 
 class Agent:
     """Runs the agent command as a hand-written loop would: the task file as its prompt on stdin,
-    the environment a specflux run gives it; a reviewer's verdict read from its hand-in file."""
+    the environment a specflux run gives it; a reviewer's verdict read from its hand-in file. Also
+    runs the validate command. `ms`: the time spent waiting for these processes, measured around
+    each (the agents' own time inside this run)."""
 
     def __init__(self, repo: Path, cmd: str):
         self.repo, self.argv = repo, shlex.split(cmd)
         self.base = {**os.environ, "SPECFLUX_ROOT": str(repo), "SPECFLUX_RUN": "loop"}
         self.sessions = collections.Counter()
+        self.validations = 0
+        self.ms = 0.0
 
     def _run(self, role: str, task: str, path: Path, extra: dict) -> None:
         env = {**self.base, "SPECFLUX_ROLE": role, "SPECFLUX_TASK_ID": task, "SPECFLUX_TASK_FILE": str(path), **extra}
-        done = subprocess.run(self.argv, cwd=self.repo, env=env, input=path.read_bytes(), stdout=subprocess.DEVNULL,
+        prompt = path.read_bytes()
+        t0 = time.perf_counter()
+        done = subprocess.run(self.argv, cwd=self.repo, env=env, input=prompt, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
+        self.ms += (time.perf_counter() - t0) * 1000
         self.sessions[role] += 1
         if done.returncode:
             raise RuntimeError(f"{role} on task {task} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
@@ -187,21 +194,27 @@ class Agent:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def validate(repo: Path) -> bool:
-    return subprocess.run(VALIDATE, shell=True, cwd=repo, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
+    def validate(self) -> bool:
+        t0 = time.perf_counter()
+        passed = subprocess.run(VALIDATE, shell=True, cwd=self.repo, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        self.ms += (time.perf_counter() - t0) * 1000
+        self.validations += passed
+        return passed
+
+    def report(self) -> dict:
+        return {"sessions": dict(self.sessions), "validations": self.validations, "agents_ms": self.ms}
 
 
 def floor_child(repo: Path, cmd: str) -> dict:
     """The 3T invocations, nothing else: coder, validate, reviewer on each task."""
     agent = Agent(repo, cmd)
-    validations = 0
     for task, path in task_files(repo):
         agent.coder(task, path)
-        validations += validate(repo)
+        agent.validate()
         if not agent.reviewer(task, path):
             raise RuntimeError(f"the reviewer rejected task {task}")
-    return {"sessions": dict(agent.sessions), "validations": validations}
+    return agent.report()
 
 
 class Loop(TypedDict, total=False):
@@ -235,7 +248,7 @@ def langgraph_child(repo: Path, cmd: str, db: Path) -> dict:
         return {"attempts": {**state["attempts"], task: state["attempts"].get(task, 0) + 1}}
 
     def run_validate(state: Loop) -> dict:
-        return {"passed": validate(repo)}
+        return {"passed": agent.validate()}
 
     def reviewer(state: Loop) -> dict:
         task, path = tasks[state["current"]]
@@ -271,7 +284,7 @@ def langgraph_child(repo: Path, cmd: str, db: Path) -> dict:
         final = app.invoke({"current": 0, "attempts": {}, "completed": []}, config, durability="sync")
     finally:
         conn.close()
-    return {"sessions": dict(agent.sessions), "completed": len(final["completed"])}
+    return {**agent.report(), "completed": len(final["completed"])}
 
 
 # ------------------------------------------------------------------------------------ the sides
@@ -284,6 +297,7 @@ class Sides:
         self.folder = folder
         self.cmd = write_agent(folder)
         self.dbs = 0
+        self.reports: dict[str, list[dict]] = collections.defaultdict(list)  # what each child run said
 
     def specflux(self, repo: Path, sandbox: bool = True, env: dict | None = None) -> None:
         argv = [*specflux_argv(), "--root", str(repo), "flow", "start", "--agent", "command", "--cmd", self.cmd]
@@ -296,12 +310,25 @@ class Sides:
             Path(f"{db}{suffix}").unlink(missing_ok=True)
         done = run([PYTHON, os.path.abspath(__file__), "--child", kind, str(repo), self.cmd, str(db)], env=env,
                    capture=True)
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        self.reports[kind].append(report)
+        return report
 
 
 def specflux_summary(repo: Path) -> dict:
+    """The run's state (`flow status --json`), with its agent sessions by role and its passed
+    validations counted from the run's events."""
     done = run([*specflux_argv(), "--root", str(repo), "flow", "status", "--json"], capture=True)
-    return json.loads(done.stdout)
+    state = json.loads(done.stdout)
+    sessions: collections.Counter = collections.Counter()
+    validations = 0
+    for log in (repo / ".specflux" / "runs").glob("*/events.jsonl"):
+        for line in log.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event.get("type") == "step_finished":
+                sessions[event["kind"]] += 1
+                validations += bool((event.get("validation") or {}).get("passed"))
+    return {**state, "sessions": dict(sessions), "validations": validations}
 
 
 def check_equivalent(tasks: int, repos: dict[str, Path], summaries: dict[str, dict]) -> str:
@@ -316,14 +343,12 @@ def check_equivalent(tasks: int, repos: dict[str, Path], summaries: dict[str, di
     state = summaries["specflux"]
     assert state["status"] == "completed", (state["status"], state.get("failureReason"))
     assert state["metrics"]["tasksCompleted"] == tasks, state["metrics"]
-    specflux_sessions = state["iteration"]
     assert summaries["langgraph"]["completed"] == tasks, summaries["langgraph"]
-    for side in ("langgraph", "floor"):
-        sessions = summaries[side]["sessions"]
-        assert sessions == {"coder": tasks, "reviewer": tasks}, (side, sessions)
-    assert specflux_sessions == 2 * tasks, (specflux_sessions, 2 * tasks)
+    for side in ("specflux", "langgraph", "floor"):
+        sessions, validations = summaries[side]["sessions"], summaries[side]["validations"]
+        assert sessions == {"coder": tasks, "reviewer": tasks} and validations == tasks, (side, sessions, validations)
     return (f"checked: every task complete on both sides; {2 * tasks} agent sessions on each side (coder and "
-            f"reviewer once per task), {tasks} validations; one coder change per task in src/")
+            f"reviewer once per task) and {tasks} passed validations; one coder change per task in src/")
 
 
 # ------------------------------------------------------------------------------------ git counts
@@ -398,25 +423,44 @@ def bench(work: Path, tasks: int, rounds: int, no_sandbox: bool) -> int:
     }
     # counted first: it checks that both sides do the same work (and warms every side up)
     git_md, _ = count_git(sides, template, tasks, no_sandbox)
+    sides.reports.clear()
     start_load = load()
     samples = compare({name: runners[name] for name in cases_wanted}, runs=rounds, warmup=1, setup=setup)
     end_load = load()
 
-    rows = []
-    above = {s: [(x - f) / steps for x, f in zip(samples[s], samples["floor"])] for s in cases_wanted if s != "floor"}
-    lg = md(above["langgraph"])
+    # per round: each side above the floor of the same round; and, as a cross-check of the smaller
+    # figure, the loop's own time measured inside its process around its agent calls
+    floor = samples["floor"]
+    above = {s: [x - f for x, f in zip(samples[s], floor)] for s in cases_wanted if s != "floor"}
+    lg_runs, floor_runs = sides.reports["langgraph"][1:], sides.reports["floor"][1:]  # the first warmed up
+    lg_inside = [(x - r["agents_ms"]) - (f - q["agents_ms"])
+                 for x, r, f, q in zip(samples["langgraph"], lg_runs, floor, floor_runs)]
+    rows, cross = [], []
     for s, label in (("specflux", "default sandbox"), ("specflux-nosandbox", "`--no-sandbox`")):
         if s not in samples:
             continue
-        ratios = round_ratios({"a": [x - f for x, f in zip(samples[s], samples["floor"])],
-                               "b": [x - f for x, f in zip(samples["langgraph"], samples["floor"])]}, "a", "b")
-        rows.append([label, f"{md(above[s]):.1f} ms", f"{lg:.1f} ms", ratio_cell(ratios)])
+        ratios = round_ratios({"a": above[s], "b": above["langgraph"]}, "a", "b")
+        rows.append([label, f"{md(above[s]) / steps:.1f} ms", f"{md(above['langgraph']) / steps:.1f} ms",
+                     ratio_cell(ratios), f"{md(above[s]) / md(above['langgraph']):.2f}x"])
+        inside = round_ratios({"a": above[s], "b": lg_inside}, "a", "b")
+        cross.append([label, f"{md(above[s]) / steps:.1f} ms", f"{md(lg_inside) / steps:.1f} ms", ratio_cell(inside)])
     print(f"### Per agent step, above the agent's own time ({tasks} tasks, {steps} agent steps, "
           f"{tasks} validations; {rounds} interleaved rounds after 1 warm-up)\n")
     print(md_table(["per agent step, above the agent's own time", "specflux", "LangGraph + git",
-                    "ratio (median of per-round ratios)"], rows))
-    print(f"\n{start_load} at the start of the rounds, {end_load} at the end. Each ratio is "
-          "(specflux - floor) / (LangGraph - floor) of one round, the three (or four) run back to back.\n")
+                    "ratio: median of per-round ratios", "ratio of the medians"], rows))
+    print(f"\n{start_load} at the start of the rounds, {end_load} at the end. Each round's ratio is "
+          "(specflux - floor) / (LangGraph - floor), the cases of a round run back to back.\n")
+    print("Cross-check of the smaller figure: the loop's own time measured inside its process (its whole "
+          "time less the time it waited for the agents and validate, measured around each call), less the "
+          "same for the floor, in the same round:\n")
+    print(md_table(["per agent step, above the agent's own time", "specflux", "LangGraph + git, measured inside",
+                    "ratio: median of per-round ratios"], cross))
+    agents = [[SIDES[k], f"{md([r['agents_ms'] for r in runs]) / steps:.1f} ms"]
+              for k, runs in (("langgraph", lg_runs), ("floor", floor_runs))]
+    print("\nThe agents' own time per agent step, measured around each call (the same invocations; what "
+          "separates them is the machine's load):\n")
+    print(md_table(["process", "agents and validate, per agent step (median)"], agents))
+    print()
     rows = [[SIDES[s], fmt_ms(md(samples[s])), f"{min(samples[s]):,.0f}-{max(samples[s]):,.0f}",
              f"{md(samples[s]) / steps:.1f}"] for s in cases_wanted]
     print(md_table(["whole process", "ms (median)", "range", "ms per agent step"], rows))
