@@ -27,13 +27,19 @@ The agent (AGENT below) is POSIX sh: the coder appends a line to a file in src/ 
 
 Reported: per agent step (2T steps: coder and reviewer; validate counted in the floor), the ms
 above the floor for each side (medians), and the median of the per-round ratios
-(specflux - floor) / (LangGraph - floor) with its spread and the machine's load. Then, untimed, one
-more run of each side with GIT_TRACE: git processes per step by subcommand, and commits written.
-Both sides are checked to do the same work: every task complete, one coder session per task
-(one line in each src/ file), the same number of agent sessions.
+(specflux - floor) / (LangGraph - floor) with its spread and the machine's load. The loop's
+figure is the smaller one, a difference of two runs of similar length, so a busy machine moves it
+most: as a cross-check, the loop and the floor also measure, inside their processes, the time they
+waited for the agents and validate, so the loop's own time is also given within one process.
+Then, untimed, one more run of each side with GIT_TRACE: git processes per step by subcommand
+(`maintenance` is the `git maintenance run --auto` that every `git commit` starts), and commits
+written. All three are checked to do the same work: every task complete, one coder session per
+task (one line in each src/ file), the same agent sessions by role and the same passed
+validations (specflux's counted from its run's events).
 
 Needs the bench extra: `pip install -e ".[bench]"` (langgraph, langgraph-checkpoint-sqlite).
-~10 min at 50 tasks and 7 rounds on 2 cores (double with --no-sandbox-too); --quick ~1 min.
+~10 min at 50 tasks and 7 rounds on a quiet 2-core machine, ~30 at load 8 (longer with
+--no-sandbox-too); --quick ~1 min.
 
 Usage: python bench/bench_whole_run.py [--quick] [--tasks T] [--rounds K] [--no-sandbox-too]
 """
