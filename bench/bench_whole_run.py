@@ -27,15 +27,13 @@ The agent (AGENT below) is POSIX sh: the coder appends a line to a file in src/ 
 
 Reported: per agent step (2T steps: coder and reviewer; validate counted in the floor), the ms
 above the floor for each side (medians), and the median of the per-round ratios
-(specflux - floor) / (LangGraph - floor) with its spread and the machine's load. The loop's
-figure is the smaller one, a difference of two runs of similar length, so a busy machine moves it
-most: as a cross-check, the loop and the floor also measure, inside their processes, the time they
-waited for the agents and validate, so the loop's own time is also given within one process.
-Then, untimed, one more run of each side with GIT_TRACE: git processes per step by subcommand
-(`maintenance` is the `git maintenance run --auto` that every `git commit` starts), and commits
-written. All three are checked to do the same work: every task complete, one coder session per
-task (one line in each src/ file), the same agent sessions by role and the same passed
-validations (specflux's counted from its run's events).
+(specflux - floor) / (LangGraph - floor) with its spread and the machine's load. The loop's figure,
+a difference of two runs of similar length, is what a busy machine moves most: as a cross-check,
+the loop and the floor time their agent and validate calls from inside, giving the loop's own time
+within one process. Then, untimed, one run of each with GIT_TRACE: git processes per step by
+subcommand (`maintenance`: the `git maintenance run --auto` every `git commit` starts), commits
+written; and a check that all do the same work (every task complete, one coder change per task,
+the same sessions by role and passed validations; specflux's from its run's events).
 
 Needs the bench extra: `pip install -e ".[bench]"` (langgraph, langgraph-checkpoint-sqlite).
 ~10 min at 50 tasks and 7 rounds on a quiet 2-core machine, ~30 at load 8 (longer with
@@ -225,7 +223,6 @@ def floor_child(repo: Path, cmd: str) -> dict:
 
 class Loop(TypedDict, total=False):
     """The LangGraph loop's state."""
-
     current: int       # the index of the task being worked on
     passed: bool       # the last validation
     approved: bool     # the last review
@@ -312,8 +309,6 @@ class Sides:
     def child(self, kind: str, repo: Path, env: dict | None = None) -> dict:
         self.dbs += 1
         db = self.folder / f"loop-{self.dbs}.sqlite"
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db}{suffix}").unlink(missing_ok=True)
         done = run([PYTHON, os.path.abspath(__file__), "--child", kind, str(repo), self.cmd, str(db)], env=env,
                    capture=True)
         report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -377,9 +372,9 @@ def commits(repo: Path) -> int:
     return int(git(repo, "rev-list", "--all", "--count").strip())
 
 
-def count_git(sides: Sides, template: Path, tasks: int, no_sandbox: bool) -> tuple[str, dict]:
+def count_git(sides: Sides, template: Path, tasks: int, no_sandbox: bool) -> str:
     """One more run of each side with GIT_TRACE (untimed): git processes per step by subcommand,
-    commits written; the equivalence check on these runs. Returns (markdown, summary)."""
+    commits written; the equivalence check on these runs. Returns the markdown."""
     steps = 2 * tasks
     base = commits(template)
     wanted = ["specflux"] + (["specflux-nosandbox"] if no_sandbox else []) + ["langgraph", "floor"]
@@ -405,7 +400,7 @@ def count_git(sides: Sides, template: Path, tasks: int, no_sandbox: bool) -> tup
     out = [f"### git per agent step ({steps} steps; one untimed run each with GIT_TRACE)\n",
            md_table(["git subcommand", *(SIDES[s] for s in shown)], rows),
            f"\nThe floor ran {sum(counts['floor'].values())} git processes (the agent runs none). {checked}.\n"]
-    return "\n".join(out), {s: sum(counts[s].values()) / steps for s in shown}
+    return "\n".join(out)
 
 
 # ------------------------------------------------------------------------------------ main
@@ -428,7 +423,7 @@ def bench(work: Path, tasks: int, rounds: int, no_sandbox: bool) -> int:
         "floor": lambda: sides.child("floor", repos["floor"]),
     }
     # counted first: it checks that both sides do the same work (and warms every side up)
-    git_md, _ = count_git(sides, template, tasks, no_sandbox)
+    git_md = count_git(sides, template, tasks, no_sandbox)
     sides.reports.clear()
     start_load = load()
     samples = compare({name: runners[name] for name in cases_wanted}, runs=rounds, warmup=1, setup=setup)
@@ -461,12 +456,11 @@ def bench(work: Path, tasks: int, rounds: int, no_sandbox: bool) -> int:
           "same for the floor, in the same round:\n")
     print(md_table(["per agent step, above the agent's own time", "specflux", "LangGraph + git, measured inside",
                     "ratio: median of per-round ratios"], cross))
-    agents = [[SIDES[k], f"{md([r['agents_ms'] for r in runs]) / steps:.1f} ms"]
-              for k, runs in (("langgraph", lg_runs), ("floor", floor_runs))]
+    agents = [[SIDES[k], f"{md([r['agents_ms'] for r in v]) / steps:.1f} ms"] for k, v in (("langgraph", lg_runs),
+                                                                                         ("floor", floor_runs))]
     print("\nThe agents' own time per agent step, measured around each call (the same invocations; what "
           "separates them is the machine's load):\n")
-    print(md_table(["process", "agents and validate, per agent step (median)"], agents))
-    print()
+    print(md_table(["process", "agents and validate, per agent step (median)"], agents) + "\n")
     rows = [[SIDES[s], fmt_ms(md(samples[s])), f"{min(samples[s]):,.0f}-{max(samples[s]):,.0f}",
              f"{md(samples[s]) / steps:.1f}"] for s in cases_wanted]
     print(md_table(["whole process", "ms (median)", "range", "ms per agent step"], rows))
@@ -489,7 +483,6 @@ def main() -> int:
         print(json.dumps(out))
         return 0
     try:
-        import langgraph  # noqa: F401
         from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: F401
     except ImportError:
         raise SystemExit('bench_whole_run needs LangGraph: pip install -e ".[bench]"') from None
