@@ -23,7 +23,9 @@ is timed is the orchestration alone:
              `PRAGMA synchronous=OFF`): what each costs apart from waiting for the disk.
 
 Runs are interleaved (specflux, LangGraph sync, LangGraph async, ...) after a warm-up, each on a
-fresh copy of the workspace / a fresh database; reported: the median cost per step, the ratio,
+fresh copy of the workspace / a fresh database; reported: the median cost per step, for each
+pairing (specflux vs LangGraph sync, vs async, and both with syncs off) the median of the per-round
+ratios with their spread (a busy minute slows both sides of a round alike) and the machine's load,
 and fsyncs per step, counted twice: by wrapping os.fsync in-process (specflux's own), and for both
 sides by `strace -f -e trace=fsync,fdatasync,msync,sync_file_range,syncfs` of one untimed run in a
 child process (SQLite syncs from C). Only the timed part counts: specflux's `Engine.drive` (not
@@ -50,7 +52,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import PYTHON, fmt_ms, header, md, md_table, ratio  # noqa: E402
+from _common import PYTHON, fmt_ms, header, load, md, md_table, ratio_cell, round_ratios  # noqa: E402
 
 REJECTED = 1  # the index of the task whose first review is a rejection
 CRITERIA = ("negative numbers are handled", "the signature is unchanged", "a test covers it")
@@ -63,6 +65,11 @@ SIDES = {  # the cases, in the order they run in each round
     "langgraph-nosync": "LangGraph, durability=\"sync\", `PRAGMA synchronous=OFF`: its CPU cost",
 }
 TRACED = ("specflux", "langgraph-sync", "langgraph-async")  # counted under strace
+PAIRS = {  # (specflux side, LangGraph side): each round's ratio of the two, run back to back
+    "specflux / LangGraph sync (equal durability)": ("specflux", "langgraph-sync"),
+    "specflux / LangGraph async (its default)": ("specflux", "langgraph-async"),
+    "specflux / LangGraph, syncs off (CPU)": ("specflux-nosync", "langgraph-nosync"),
+}
 
 
 # ------------------------------------------------------------------------------------ specflux
@@ -343,6 +350,7 @@ def main() -> int:
         for name in ("traced-specflux", "profiled"):
             shutil.copytree(template, work / name)
         aged()
+        start_load = load()
         for i in range(runs + 1):  # the first round warms up
             for side in samples:
                 folder = work / f"{side}-{i}"
@@ -364,6 +372,7 @@ def main() -> int:
                     samples[side].append(ms / n)
                 shutil.rmtree(folder, ignore_errors=True)
 
+        end_load = load()
         traced = {}
         for side in TRACED:
             folder = work / f"traced-{side}"
@@ -377,12 +386,16 @@ def main() -> int:
             sync_calls = f"{t[0] / t[1]:.2f}" if t else ("0" if side.endswith("nosync") else "n/a (no strace)")
             own = f"{fsyncs[side] / steps[side]:.2f}" if side in fsyncs else "-"
             rows.append([label, steps[side], f"{per[side]:.2f}", f"{min(samples[side]):.2f}-{max(samples[side]):.2f}",
-                         ratio(per[side], per["langgraph-sync"]), sync_calls, own])
+                         sync_calls, own])
         print(f"### The same loop: {tasks} tasks, coder then reviewer each, one rejection ({steps['specflux']} steps)\n")
-        print(md_table(["orchestrator", "steps", "ms per step (median)", "range", "vs LangGraph sync",
-                        "sync calls per step (strace)", "os.fsync per step"], rows))
-        print(f"\nLangGraph's SQLite: {settings}. {runs} interleaved runs after one warm-up; each on a fresh "
-              "copy of the workspace / a fresh database.\n")
+        print(md_table(["orchestrator", "steps", "ms per step (median)", "range", "sync calls per step (strace)",
+                        "os.fsync per step"], rows))
+        ratios = {name: round_ratios(samples, a, b) for name, (a, b) in PAIRS.items()}
+        print(f"\nPaired, round by round ({runs} rounds after one warm-up; {start_load} at the start of the "
+              f"rounds, {end_load} at the end):\n")
+        print(md_table(["pairing", "median of per-round ratios (spread)"],
+                       [[name, ratio_cell(r)] for name, r in ratios.items()]))
+        print(f"\nLangGraph's SQLite: {settings}. Each run on a fresh copy of the workspace / a fresh database.\n")
 
         # where specflux's time goes
         folder = work / "profiled"
@@ -403,8 +416,9 @@ def main() -> int:
                  f"{tt * 1000:.1f}", f"{tt * 1000 / n:.2f}"] for (f, _, name), (cc, nc, tt, ct, _) in own]
         print("\nOwn time (leaf functions):\n")
         print(md_table(["function (own)", "calls", "ms", "ms per step"], rows))
+        sync = ratio_cell(ratios["specflux / LangGraph sync (equal durability)"])
         print(f"\nspecflux {per['specflux']:.2f} ms per step against LangGraph's {per['langgraph-sync']:.2f} "
-              f"(sync), {ratio(per['specflux'], per['langgraph-sync'])}")
+              f"(sync): {sync} per round; {load()}")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
