@@ -208,7 +208,9 @@ def test_kill_9_at_random_moments_then_resume(project, tmp_path, round_):
         if any((project / ".specflux" / "runs").glob("run-*/events.jsonl")):  # killed before the run existed
             command = ["flow", "resume"]                                       # (a loaded machine): start again
         ticked_or_not(project)
-        if json.loads(specflux(project, "flow", "status", "--json").stdout)["status"] == "completed":
+        _st = specflux(project, "flow", "status", "--json")
+        assert _st.returncode == 0, f"seed {seed}: flow status --json exited {_st.returncode}: {_st.stderr}"
+        if json.loads(_st.stdout)["status"] == "completed":
             break
     else:
         done = resume(project, env)
