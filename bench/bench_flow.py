@@ -292,15 +292,15 @@ def step_verdict(label: str, cost: float) -> str:
 
 # The engine's own costs, as functions of specflux/flow/ (file, name): what each one does.
 ENGINE_COSTS = [
-    ("flow/events.py", "read", "`EventLog.read`: read and parse the whole events.jsonl"),
-    ("flow/events.py", "append", "`EventLog.append`: lock, read the tail, write one line, fsync"),
+    ("flow/record/events.py", "read", "`EventLog.read`: read and parse the whole events.jsonl"),
+    ("flow/record/events.py", "append", "`EventLog.append`: lock, read the tail, write one line, fsync"),
     ("flow/state.py", "fold", "`fold`: deep-copy the state, then apply the events"),
     ("flow/engine.py", "_view", "`Engine._view`: deep-copy the state for the workflow's decision"),
-    ("flow/workflow.py", "fires", "`Edge.fires`: the JSONata `when` conditions, on the whole state"),
+    ("flow/workflow/workflow_file.py", "fires", "`Edge.fires`: the JSONata `when` conditions, on the whole state"),
     ("flow/engine.py", "_task_effect", "`Engine._task_effect`: accept a task (complete, wire, git commit)"),
-    ("flow/roles.py", "_change_to_review", "`Roles._change_to_review`: git log + git diff for the reviewer"),
+    ("flow/steps/roles.py", "_change_to_review", "`Roles._change_to_review`: git log + git diff for the reviewer"),
     ("flow/runs.py", "start", "`runs.start`: load the workflow and the graph, create the run"),
-    ("flow/run.py", "commit", "`Run.commit`: state.json, narrative.md, the history's commit"),
+    ("flow/record/run.py", "commit", "`Run.commit`: state.json, narrative.md, the history's commit"),
 ]
 
 
@@ -338,7 +338,7 @@ def profile_report(prof: cProfile.Profile, wall_ms: float, steps: int, top: int,
         rows.append([what, f"{calls:,}", fmt_ms(ms), per(ms), f"{ms / outside:.0%}" if outside > 0 else "-"])
     lines.append(md_table(["cost", "calls", "ms", "per step", "of the engine's time"], rows))
     readers = {}
-    for _, v in find("flow/events.py", "read"):
+    for _, v in find("flow/record/events.py", "read"):
         for (f, _, caller), info in v[4].items():
             label = f"{_short(f).split('/')[-1].removesuffix('.py')}.{caller}"
             readers[label] = readers.get(label, 0) + info[1]
@@ -362,7 +362,7 @@ def run_facts(repo: Path, entries: dict, steps: int) -> str:
     flow_run = Run.find(Workspace.find(explicit=repo))
     events = flow_run.events.read()
     state = flow_run.state()
-    reads = sum(v[1] for (f, _, n), v in entries.items() if n == "read" and f.replace(os.sep, "/").endswith("flow/events.py"))
+    reads = sum(v[1] for (f, _, n), v in entries.items() if n == "read" and f.replace(os.sep, "/").endswith("flow/record/events.py"))
     size = flow_run.events.path.stat().st_size
     return (f"The run wrote {len(events):,} events ({size / 1e3:,.0f} KB of events.jsonl); `EventLog.read` ran {reads:,} "
             f"times ({reads / steps:.1f} per step), each reading and parsing the whole file; the state is "
