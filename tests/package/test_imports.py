@@ -86,6 +86,8 @@ def test_command_loads_no_dataclasses(workspace, tmp_path, args):
     modules = imported(workspace, tmp_path, *args)
     assert "specflux.cli" in modules
     assert not {"dataclasses", "inspect"} & modules, sorted({"dataclasses", "inspect"} & modules)
+    if args[0] in ("show", "context", "list"):  # (a write imports tempfile, and tempfile shutil)
+        assert "shutil" not in modules, "argparse's formatter reads the terminal's width through shutil"
 
 
 def test_list_and_check_build_no_model_objects(workspace, tmp_path):
