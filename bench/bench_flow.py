@@ -5,7 +5,8 @@
    them is 2T steps (coder, then reviewer, on each task). The agent CLI is a tiny shell script
    that does the least a session needs and exits at once: the coder changes a file of the project
    (a run refuses an attempt that changed nothing outside .specflux/) and writes the task's chain output,
-   the reviewer writes an approving verdict to $SPECFLUX_HANDIN. No [validate], so no tests run.
+   the reviewer hands in an approving verdict with `specflux submit-review --json -` (sealed for
+   its step, as docs/handins.md asks of every agent CLI). No [validate], so no tests run.
    Compared with the same 2T sessions (same agent, same tasks, each committed) run without the
    engine, interleaved, on a fresh copy of the repository each time:
      whole process   `specflux flow start --agent command --cmd AGENT`  vs  2T processes
@@ -24,7 +25,7 @@
 3. Replay of a 100-step run: a queue run over 50 tasks with the default anthropic backend against
    the scripted local Messages API (`specflux.agent.scripted`), then `specflux flow replay RUN
    --into DIR` of it (offline, from its recordings), interleaved with the live run itself.
-   Target: under 5 s for 100 steps (issue 15). A TODO row when `flow replay` does not exist.
+   Target: under 0.2x the live run, per round (issue 26; issue 15 asked under 5 s). A TODO row when `flow replay` does not exist.
 
 ~7 minutes on 2 cores; --quick (10-step runs, 2,000 events) ~1 minute.
 
@@ -39,6 +40,7 @@ import cProfile
 import json
 import os
 import pstats
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,19 +49,27 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import PYTHON, compare, fmt_ms, header, md, md_table, ratio, run, specflux_argv, verdict  # noqa: E402
+from _common import (PYTHON, compare, fmt_ms, header, load, md, md_table, ratio_cell, round_ratios, run,  # noqa: E402
+                     specflux_argv, verdict)
 
 STEP_TARGET_MS = 50.0
 STATUS_TARGET = 3.0
-REPLAY_TARGET_MS = 5_000.0  # issue 15: a 100-step run replays in under 5 s
+REPLAY_TARGET = 0.2  # issue 26: a 100-step run replays in under 0.2x the live run (issue 15: under 5 s)
 CRITERIA = ("negative numbers are handled", "the signature is unchanged", "a test covers it")
 
-# The agent CLI: POSIX sh and awk only, so that it costs next to nothing and the same on both sides.
+# The agent CLI: POSIX sh and awk, so that it costs next to nothing and the same on both sides. Its
+# reviewer hands in as every agent CLI must (docs/handins.md): `specflux submit-review --json -`,
+# which seals the verdict with the step's key; a verdict written to $SPECFLUX_HANDIN directly is
+# refused as tampering. SUBMIT is the command, filled in by `agent_script`.
 AGENT = r"""#!/bin/sh
 # The bench's agent CLI: does the least a session needs, then exits.
 cat > /dev/null
 if [ "$SPECFLUX_ROLE" = reviewer ]; then
-  printf '%s\n' '{"kind": "review", "data": {"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}, {"criterion": "2", "met": true}, {"criterion": "3", "met": true}]}}' > "$SPECFLUX_HANDIN"
+  if [ "$SPECFLUX_HANDIN_STEP" = bench ]; then  # a session outside a run: hand in to the (private) temp folder, unread
+    SPECFLUX_HANDIN="${TMPDIR:-/tmp}/specflux-bench-handin.json"; export SPECFLUX_HANDIN
+  fi
+  printf '%s\n' '{"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}, {"criterion": "2", "met": true}, {"criterion": "3", "met": true}]}' \
+    | SUBMIT submit-review --json - > /dev/null
 else
   printf 'changed by the bench agent\n' >> "src/$(basename "$SPECFLUX_TASK_FILE" .md).txt"  # a change outside .specflux/
   awk '$0 == "(To be completed)" { print "### Summary\nDone by the bench agent.\n\n### For Downstream Tasks\nNothing to add."; next } { print }' \
@@ -67,6 +77,11 @@ else
 fi
 """
 ROLES = ("coder", "reviewer")
+
+
+def agent_script() -> str:
+    """AGENT with the `specflux` this bench measures as its hand-in command."""
+    return AGENT.replace("SUBMIT", " ".join(shlex.quote(x) for x in specflux_argv()))
 
 FLOOR_STATUS = r"""
 import json, sys
@@ -128,14 +143,19 @@ class Sessions:
 
     def __init__(self, folder: Path, tasks: int):
         self.agent = folder / "agent.sh"
-        self.agent.write_text(AGENT, encoding="utf-8")
+        self.agent.write_text(agent_script(), encoding="utf-8")
         self.cmd = f"sh {self.agent}"
-        self.handin = folder / "handin.json"  # where the reviewer writes outside a run (unread)
         self.ids = [str(i) for i in range(1, tasks + 1)]
         self.steps = 2 * tasks
 
     def agent_env(self, role: str) -> dict[str, str]:
-        return {"SPECFLUX_ROLE": role, "SPECFLUX_HANDIN": str(self.handin)}
+        """What a run gives the session of `role`, for the sessions run without the engine: their
+        reviewer runs `specflux submit-review` too (sealed with a key of the bench's, into the
+        session's temp folder, which a sandboxed `specflux run` may write; unread)."""
+        env = {"SPECFLUX_ROLE": role}
+        if role == "reviewer":
+            env.update(SPECFLUX_HANDIN_KEY="0" * 64, SPECFLUX_HANDIN_STEP="bench")
+        return env
 
     # whole process
 
@@ -229,18 +249,22 @@ def bench_engine(work: Path, sizes: list[int], runs: int, heavy_runs: int, profi
         samples = compare(cases, runs=n, warmup=1, setup=setup)
         m = {name: md(v) for name, v in samples.items()}
         for label, (flow, _, base, _) in sorted(pairs.items(), reverse=True):
-            cost = (m[flow] - m[base]) / s.steps
+            costs = [(a - b) / s.steps for a, b in zip(samples[flow], samples[base])]  # per round
+            cost = md(costs)
             per_step[(label, s.steps)] = cost
             rows.append([f"{s.steps} ({tasks} tasks; n={n})", label, f"{flow}: {fmt_ms(m[flow])}", f"{base}: {fmt_ms(m[base])}",
-                         f"{fmt_ms(m[flow] / s.steps)} / {fmt_ms(m[base] / s.steps)}", ratio(m[flow], m[base]),
-                         f"{cost:+.1f}", step_verdict(label, cost)])
+                         f"{fmt_ms(m[flow] / s.steps)} / {fmt_ms(m[base] / s.steps)}",
+                         ratio_cell(round_ratios(samples, flow, base)),
+                         f"{cost:+.1f} ({min(costs):+.1f} to {max(costs):+.1f})", step_verdict(label, cost)])
         shutil.rmtree(folder, ignore_errors=True)
 
     out = ["### 1. Engine cost per step: queue runs vs the same sessions without the engine\n",
            md_table(["steps", "measured", "with the engine (ms)", "the same sessions without (ms)",
-                     "per step: run / sessions", "ratio", "engine ms per step", "target"], rows),
-           "\nmedians of n runs after 1 warm-up, the cases of each size interleaved, each on a fresh copy of the "
-           "repository. Whole process, the run pays one interpreter start-up and `specflux run` pays one per "
+                     "per step: run / sessions", "ratio, per round", "engine ms per step, per round (range)",
+                     "target"], rows),
+           f"\nn rounds after 1 warm-up, every case once a round, each on a fresh copy of the repository; ratio and "
+           f"engine cost: the median over rounds of each round's own ratio and (run - sessions) / steps; {load()} "
+           "at the end. Whole process, the run pays one interpreter start-up and `specflux run` pays one per "
            "session: the in-process rows are the engine's own cost.\n"]
 
     # where the engine's time goes: one in-process run of the largest size under cProfile
@@ -268,15 +292,15 @@ def step_verdict(label: str, cost: float) -> str:
 
 # The engine's own costs, as functions of specflux/flow/ (file, name): what each one does.
 ENGINE_COSTS = [
-    ("flow/events.py", "read", "`EventLog.read`: read and parse the whole events.jsonl"),
-    ("flow/events.py", "append", "`EventLog.append`: lock, read the tail, write one line, fsync"),
+    ("flow/record/events.py", "read", "`EventLog.read`: read and parse the whole events.jsonl"),
+    ("flow/record/events.py", "append", "`EventLog.append`: lock, read the tail, write one line, fsync"),
     ("flow/state.py", "fold", "`fold`: deep-copy the state, then apply the events"),
     ("flow/engine.py", "_view", "`Engine._view`: deep-copy the state for the workflow's decision"),
-    ("flow/workflow.py", "fires", "`Edge.fires`: the JSONata `when` conditions, on the whole state"),
+    ("flow/workflow/workflow_file.py", "fires", "`Edge.fires`: the JSONata `when` conditions, on the whole state"),
     ("flow/engine.py", "_task_effect", "`Engine._task_effect`: accept a task (complete, wire, git commit)"),
-    ("flow/roles.py", "_change_to_review", "`Roles._change_to_review`: git log + git diff for the reviewer"),
+    ("flow/steps/roles.py", "_change_to_review", "`Roles._change_to_review`: git log + git diff for the reviewer"),
     ("flow/runs.py", "start", "`runs.start`: load the workflow and the graph, create the run"),
-    ("flow/run.py", "commit", "`Run.commit`: state.json, narrative.md, the history's commit"),
+    ("flow/record/run.py", "commit", "`Run.commit`: state.json, narrative.md, the history's commit"),
 ]
 
 
@@ -314,7 +338,7 @@ def profile_report(prof: cProfile.Profile, wall_ms: float, steps: int, top: int,
         rows.append([what, f"{calls:,}", fmt_ms(ms), per(ms), f"{ms / outside:.0%}" if outside > 0 else "-"])
     lines.append(md_table(["cost", "calls", "ms", "per step", "of the engine's time"], rows))
     readers = {}
-    for _, v in find("flow/events.py", "read"):
+    for _, v in find("flow/record/events.py", "read"):
         for (f, _, caller), info in v[4].items():
             label = f"{_short(f).split('/')[-1].removesuffix('.py')}.{caller}"
             readers[label] = readers.get(label, 0) + info[1]
@@ -338,7 +362,7 @@ def run_facts(repo: Path, entries: dict, steps: int) -> str:
     flow_run = Run.find(Workspace.find(explicit=repo))
     events = flow_run.events.read()
     state = flow_run.state()
-    reads = sum(v[1] for (f, _, n), v in entries.items() if n == "read" and f.replace(os.sep, "/").endswith("flow/events.py"))
+    reads = sum(v[1] for (f, _, n), v in entries.items() if n == "read" and f.replace(os.sep, "/").endswith("flow/record/events.py"))
     size = flow_run.events.path.stat().st_size
     return (f"The run wrote {len(events):,} events ({size / 1e3:,.0f} KB of events.jsonl); `EventLog.read` ran {reads:,} "
             f"times ({reads / steps:.1f} per step), each reading and parsing the whole file; the state is "
@@ -506,17 +530,20 @@ def bench_status(work: Path, target: int, runs: int) -> tuple[list[str], dict[st
     }
     samples = compare(cases, runs=runs, warmup=2, setup=setup)
     m = {k: md(v) for k, v in samples.items()}
+    cold, warm = round_ratios(samples, "cold", "floor"), round_ratios(samples, "warm", "floor")
+    m["cold ratio"], m["warm ratio"] = md(cold), md(warm)
     tasks = len(shown["tasks"])
     rows = [["`python -c pass`", fmt_ms(m["python -c pass"]), "", ""],
             ["floor: read events.jsonl, `json.loads` every line", fmt_ms(m["floor"]), "", ""],
             ["`flow status --json`, cold (no state.json: every event folded)", fmt_ms(m["cold"]),
-             ratio(m["cold"], m["floor"]), verdict(m["cold"] / m["floor"], STATUS_TARGET)],
+             ratio_cell(cold), verdict(m["cold ratio"], STATUS_TARGET)],
             ["`flow status --json`, warm (state.json current)", fmt_ms(m["warm"]),
-             ratio(m["warm"], m["floor"]), verdict(m["warm"] / m["floor"], STATUS_TARGET)]]
+             ratio_cell(warm), verdict(m["warm ratio"], STATUS_TARGET)]]
     lines = [f"### 2. `flow status --json` on a run of {n:,} events ({events.stat().st_size / 1e6:.1f} MB, {tasks} tasks, "
              f"{shown['iteration']:,} steps)\n",
-             md_table(["case", "median ms", "vs floor", f"target {STATUS_TARGET:g}x"], rows),
-             f"\nmedians of {runs} runs after 2 warm-ups, interleaved; state.json ({len(saved) / 1e3:.0f} KB) deleted "
+             md_table(["case", "median ms", "vs floor, per round", f"target {STATUS_TARGET:g}x"], rows),
+             f"\n{runs} rounds after 2 warm-ups, every case once a round (ratio: the median of per-round ratios); "
+             f"{load()} at the end; state.json ({len(saved) / 1e3:.0f} KB) deleted "
              "before every cold run\n"]
     return lines, m
 
@@ -596,16 +623,18 @@ def bench_replay(work: Path, tasks: int, runs: int) -> tuple[list[str], dict | N
     samples = compare({"live": lambda: live(repos["live"]), "replay": lambda: run(replay_argv)},
                       runs=runs, warmup=1, setup=setup)
     m = {k: md(v) for k, v in samples.items()}
+    ratios = round_ratios(samples, "replay", "live")
+    m["ratio"] = md(ratios)
     steps = 2 * tasks
     rows = [[f"`flow start` (anthropic backend, scripted local API), {steps} steps", fmt_ms(m["live"]),
              fmt_ms(m["live"] / steps), "", ""],
             [f"`flow replay RUN --into DIR` of that run", fmt_ms(m["replay"]), fmt_ms(m["replay"] / steps),
-             ratio(m["replay"], m["live"]),
-             f"{'met' if m['replay'] <= REPLAY_TARGET_MS else 'MISSED'} (<= {REPLAY_TARGET_MS / 1000:g} s)"]]
+             ratio_cell(ratios), verdict(m["ratio"], REPLAY_TARGET)]]
     shutil.rmtree(folder, ignore_errors=True)
     m["git"] = git_processes
-    return [title, md_table(["case", "median ms", "ms per step", "vs the live run", "target"], rows),
-            f"\nmedians of {runs} runs after 1 warm-up, interleaved; the replay clones the repository at the run's "
+    return [title, md_table(["case", "median ms", "ms per step", "vs the live run, per round", "target"], rows),
+            f"\n{runs} rounds after 1 warm-up, every case once a round (ratio: the median of per-round ratios); "
+            f"{load()} at the end; the replay clones the repository at the run's "
             "base commit and runs every step again from the recordings (no [validate]: no tests); it runs "
             f"{git_processes:,} git processes ({git_processes / steps:.1f} per step: the session's commit, the "
             "branch guard, the reviewer's diff, the no-change evidence)\n"], m
@@ -651,7 +680,7 @@ def main() -> int:
         if "status" in parts:
             status_lines, status = bench_status(work, target, 7 if a.quick else 11)
             print("\n".join(status_lines), flush=True)
-            worst_status = max(status["cold"], status["warm"]) / status["floor"]
+            worst_status = max(status["cold ratio"], status["warm ratio"])
             (problems if worst_status > STATUS_TARGET else met).append(
                 f"flow status within {worst_status:.2f}x of reading its events (target <= {STATUS_TARGET:g}x)")
         if "replay" in parts:
@@ -660,8 +689,9 @@ def main() -> int:
             if replay is None:
                 problems.append("replay not measured (TODO)")
             else:
-                (problems if replay["replay"] > REPLAY_TARGET_MS else met).append(
-                    f"replay {replay['replay'] / 1000:.1f} s (target <= {REPLAY_TARGET_MS / 1000:g} s)")
+                (problems if replay["ratio"] > REPLAY_TARGET else met).append(
+                    f"replay {replay['ratio']:.2f}x the live run, {replay['replay'] / 1000:.1f} s "
+                    f"(target <= {REPLAY_TARGET:g}x)")
         print(("MISSED: " + "; ".join(problems) + "\n") if problems else "", end="")
         print("OK: " + "; ".join(met) if met else "")
         return 0

@@ -178,8 +178,7 @@ class AnthropicBackend:
 
     def _loop(self, client: Any, request: SessionRequest, toolbox: Toolbox,
               outcome: SessionOutcome) -> tuple[Any, str | None]:
-        import anthropic
-
+        status_error, connection_error = _api_errors(client)
         system = [{"type": "text", "text": request.system, "cache_control": CACHE}]
         tools = toolbox.specs  # the role's tools; a fresh copy
         tools[-1]["cache_control"] = CACHE
@@ -191,9 +190,9 @@ class AnthropicBackend:
             try:
                 response = self._create(client, model=request.model, max_tokens=request.max_tokens,
                                         system=system, tools=tools, messages=_with_cache_breakpoint(messages))
-            except anthropic.APIStatusError as e:
+            except status_error as e:
                 return "error", _api_error(e)
-            except anthropic.APIConnectionError as e:
+            except connection_error as e:
                 return "error", f"could not reach the API at {client.base_url}: {e.__cause__ or e}"
             outcome.usage.add(_usage(response.usage, getattr(response, "model", None) or request.model))
             messages.append({"role": "assistant", "content": [_param(b) for b in response.content]})
@@ -221,16 +220,15 @@ class AnthropicBackend:
 
     def _create(self, client: Any, **params: Any) -> Any:
         """`client.messages.create` with our own retries on rate limits, overload and connection loss."""
-        import anthropic
-
+        status_error, connection_error = _api_errors(client)
         for attempt in range(self.max_retries + 1):
             try:
                 return client.messages.create(**params)
-            except anthropic.APIStatusError as e:
+            except status_error as e:
                 if e.status_code not in RETRY_STATUSES or attempt == self.max_retries:
                     raise
                 delay = self._delay(attempt, e.response.headers.get("retry-after"))
-            except anthropic.APIConnectionError as e:
+            except connection_error as e:
                 if isinstance(e.__cause__, AgentError):  # a replay that diverged: not a network problem
                     raise e.__cause__ from None
                 if attempt == self.max_retries:
@@ -245,6 +243,17 @@ class AnthropicBackend:
             return min(max(float(retry_after), 0.0), MAX_RETRY_AFTER_S)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return self.backoff_base_s * 2**attempt
+
+
+def _api_errors(client: Any) -> tuple[type[BaseException], type[BaseException]]:
+    """(status error, connection error) that `client` raises: the SDK's, unless the client names
+    its own (a replay's `RecordedClient`, which spares a replay the SDK's import)."""
+    own = getattr(client, "api_errors", None)
+    if isinstance(own, tuple):
+        return own
+    import anthropic
+
+    return anthropic.APIStatusError, anthropic.APIConnectionError
 
 
 def _api_error(e: Any) -> str:
@@ -269,10 +278,14 @@ def live_backend(recording: Path | None = None, *, task_id: str | None = None, a
 
 
 def replay_backend(path: Path, **options: Any) -> AnthropicBackend:
-    """Replays a recording: the same loop and real tools, the model's side served from the file."""
+    """Replays a recording: the same loop and real tools, the model's side served from the file
+    (without the SDK where the recording allows: replay_client.py)."""
+    from specflux.agent.replay_client import recorded_client
+
     options.setdefault("sleep", lambda seconds: None)
     return AnthropicBackend(
-        client_factory=lambda: make_client(ReplayTransport(path), api_key="replay", base_url="https://replay.invalid"),
+        client_factory=lambda: recorded_client(path) or make_client(ReplayTransport(path), api_key="replay",
+                                                                     base_url="https://replay.invalid"),
         check=lambda: check_recording(path),
         **options,
     )

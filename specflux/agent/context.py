@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from specflux.base.records import Factory, record
 from specflux.store.chain import upstream_of, wire_into
 from specflux.format.document import TaskDocument
 
@@ -126,11 +126,11 @@ ContextForm = Literal["tools", "command"]
 _MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
 
 
-@dataclass
+@record
 class SessionContext:
     system: str
     user: str
-    links: list[str] = field(default_factory=list)
+    links: list[str] = Factory(list)
 
     @property
     def tokens(self) -> int:

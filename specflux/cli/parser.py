@@ -8,6 +8,7 @@ imports), and every command's help is still generated from these definitions.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 STATUSES = ("pending", "in_progress", "review", "complete", "failed", "blocked")  # as format.metadata.STATUSES
@@ -27,6 +28,25 @@ class _Parser(argparse.ArgumentParser):
             if close:
                 message += f"; did you mean {close[0]!r}?"
         super().error(message)
+
+    def _get_formatter(self):
+        # argparse's own reads the terminal's width through shutil (which imports bz2, lzma and
+        # zlib: ~2 ms of `show`), even when it only checks an argument as it is added
+        return self.formatter_class(prog=self.prog, width=_width())
+
+
+def _width() -> int:
+    """shutil.get_terminal_size().columns - 2, as argparse's formatter takes it, without shutil."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
 
 
 class _Unused:

@@ -101,21 +101,17 @@ def _clone(source: Path, target: Path, base: str, run_id: str) -> None:
             raise RunError(f"git {' '.join(args[:2])} failed: {done.stderr.strip()}")
         return done.stdout
 
-    git("clone", "-q", "--no-checkout", str(source), str(target))
-    git("checkout", "-q", "-B", f"specflux-replay/{run_id}", base, cwd=target)
-    for key in ("user.name", "user.email"):  # commits in the clone need the identity the source has
-        value = subprocess.run(["git", "config", "--get", key], cwd=source, capture_output=True, text=True).stdout.strip()
-        if value:
-            git("config", key, value, cwd=target)
-    git("config", "commit.gpgsign", "false", cwd=target)
+    # the source's settings a clone needs (git config is not cloned), read with one process: the
+    # identity its commits need, and the merge driver of lanes' merges
+    wanted = subprocess.run(["git", "config", "--get-regexp", r"^(user\.(name|email)|merge\.specflux\.(name|driver))$"],
+                            cwd=source, capture_output=True, text=True).stdout
+    settings = dict(line.partition(" ")[::2] for line in wanted.splitlines() if line.strip())  # (the last one wins, as for --get)
     # a throw-away clone needs no housekeeping: without these, each of the replay's commits starts
     # a `git maintenance run --auto` process (a sixth of a 100-step replay's git processes)
-    git("config", "maintenance.auto", "false", cwd=target)
-    git("config", "gc.auto", "0", cwd=target)
-    for key in ("merge.specflux.name", "merge.specflux.driver"):  # git config is not cloned: lanes' merges need it
-        value = subprocess.run(["git", "config", "--get", key], cwd=source, capture_output=True, text=True).stdout.strip()
-        if value:
-            git("config", key, value, cwd=target)
+    settings.update({"commit.gpgsign": "false", "maintenance.auto": "false", "gc.auto": "0"})
+    git("clone", "-q", "--no-checkout", *(f"--config={key}={value}" for key, value in settings.items() if value),
+        str(source), str(target))
+    git("checkout", "-q", "-B", f"specflux-replay/{run_id}", base, cwd=target)
 
 
 def _recorded_moments(events: list[dict[str, Any]]) -> tuple[dict[str, tuple[int, int]], dict[str, str]]:

@@ -43,3 +43,12 @@ def count_ticked(text: str, outline: Outline, body: int, end: int) -> tuple[int,
             total += 1
             done += m.group(2) != " "
     return done, total
+
+
+def count_ticked_plain(text: str, body: int, end: int) -> tuple[int, int]:
+    """count_ticked for LF text with no code fence or comment between `body` and `end`."""
+    done = total = 0
+    for m in _CHECKBOX_LF.finditer(text, body - 1, end):
+        total += 1
+        done += m.group(2) != " "
+    return done, total

@@ -8,13 +8,13 @@ Every edit replaces only the characters it must; new lines take the file's own l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from specflux.base.records import record
 
 from specflux.format.outline import content_end, line_end
 from specflux.format.regions import NUMBERED, PLACEHOLDER, SECTION_NUMBERS, SECTION_TITLES, Region
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edit:
     start: int
     end: int

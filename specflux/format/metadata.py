@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from specflux.base.records import record
 from json.decoder import scanstring
 from typing import Any, Callable
 
@@ -24,7 +24,7 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # as in file names (CONTRACT se
 ErrorAt = Callable[..., ParseError]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Member:
     """A top-level key of the metadata object, with the offsets of its key and value."""
 

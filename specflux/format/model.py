@@ -1,4 +1,4 @@
-"""The values a task-state file holds, as plain dataclasses. No paths, no locks, no git here.
+"""The values a task-state file holds, as plain value classes (base/records.py: `dataclasses` costs `show` ~6 ms of imports). No paths, no locks, no git here.
 
 Standard library only, on purpose: `show`, `session` and `context` import this module, and
 pydantic cost ~100 ms of their start-up. Nothing here validates: `document.TaskDocument` checks
@@ -8,7 +8,7 @@ what it reads before it builds these, and the agent tools validate what a model 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from specflux.base.records import Factory, as_dict, record
 from typing import Any, Literal, Optional, Union
 
 Status = Literal["pending", "in_progress", "review", "complete", "failed", "blocked"]
@@ -21,13 +21,13 @@ class _Dump:
     __slots__ = ()
 
     def model_dump(self, *, exclude: set[str] | frozenset[str] | None = None) -> dict[str, Any]:
-        out = asdict(self)
+        out = as_dict(self)
         for key in exclude or ():
             out.pop(key, None)
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Criterion(_Dump):
     index: int  # 1-based, in document order
     text: str
@@ -36,7 +36,7 @@ class Criterion(_Dump):
     depth: int = 0  # 0 for a top-level item, more for nested sub-items
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class Session(_Dump):
     number: int
     timestamp: Optional[str]
@@ -47,7 +47,7 @@ class Session(_Dump):
     usage: Optional[dict[str, Any]] = None  # tokens, model, cost_usd of an agent session ({"unknown": True}: not read)
 
 
-@dataclass(slots=True, kw_only=True)
+@record(kw_only=True)
 class SessionInput(_Dump):
     """What a caller hands over to append a session."""
 
@@ -57,7 +57,7 @@ class SessionInput(_Dump):
     timestamp: Optional[str] = None  # "YYYY-MM-DD HH:MM"; now when omitted
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class ChainInput(_Dump):
     task_id: str
     title: str
@@ -65,14 +65,14 @@ class ChainInput(_Dump):
     line: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class ChainOutput(_Dump):
     summary: str
     downstream: str
     body: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, kw_only=True)
 class ArchivedSummary(_Dump):
     first: int
     last: int
@@ -84,7 +84,7 @@ class ArchivedSummary(_Dump):
     line: int
 
 
-@dataclass(slots=True, kw_only=True)
+@record(kw_only=True)
 class TaskState(_Dump):
     """A parsed task-state file."""
 
@@ -96,10 +96,10 @@ class TaskState(_Dump):
     epic: Optional[str] = None
     repository: Optional[str] = None
     requirements: str = ""
-    criteria: list[Criterion] = field(default_factory=list)
-    chain_inputs: list[ChainInput] = field(default_factory=list)
+    criteria: list[Criterion] = Factory(list)
+    chain_inputs: list[ChainInput] = Factory(list)
     archived_summary: Optional[ArchivedSummary] = None
-    sessions: list[Session] = field(default_factory=list)
+    sessions: list[Session] = Factory(list)
     chain_output: Optional[ChainOutput] = None
 
     @property

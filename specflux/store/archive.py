@@ -8,9 +8,9 @@ session ever written is, byte for byte, in exactly one of the two files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from specflux.base.records import record
 from specflux.store.config import kb
 from specflux.format.document import TaskDocument
 from specflux.format.edits import Edit, apply_edits
@@ -27,7 +27,7 @@ ACCOMPLISHMENTS_LIMIT = 800
 COMMITS_LIMIT = 40
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchiveResult:
     state: str
     archive: str
@@ -35,7 +35,7 @@ class ArchiveResult:
     last: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Moved:
     number: int
     stamp: str | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from dataclasses import dataclass, field
+from specflux.base.records import Factory, record
 from typing import TYPE_CHECKING, Iterable
 
 from specflux.format.document import TaskDocument
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _LINK_LINE = re.compile(r"\[Full chain output\]\(")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Upstream:
     task_id: str
     title: str
@@ -44,14 +44,14 @@ STATUS_STYLES = {
 # --------------------------------------------------------------------- the graph
 
 
-@dataclass
+@record
 class Graph:
     deps: dict[str, list[str]]  # task -> its dependencies, as written
     status: dict[str, str]
     titles: dict[str, str]
-    broken: list[SpecfluxError] = field(default_factory=list)  # files that could not be read
-    rows: dict[str, TaskSummary] = field(default_factory=dict)  # each readable task's `list` row
-    unreadable: set[str] = field(default_factory=set)  # the ids of the broken files: they exist
+    broken: list[SpecfluxError] = Factory(list)  # files that could not be read
+    rows: dict[str, TaskSummary] = Factory(dict)  # each readable task's `list` row
+    unreadable: set[str] = Factory(set)  # the ids of the broken files: they exist
 
     @classmethod
     def load(cls, store: TaskStore) -> Graph:

@@ -5,18 +5,18 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Mapping
 
 from specflux.base.errors import ParseError
+from specflux.base.records import Factory, field_names, record
 
 
 def kb(size: int) -> str:
     return f"{size / 1024:.1f} KB" if size < 10 * 1024 else f"{size / 1024:.0f} KB"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ArchiveConfig:
     warn_kb: float = 50
     archive_kb: float = 75
@@ -33,7 +33,7 @@ class ArchiveConfig:
         return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentConfig:
     model: str = "claude-sonnet-5-5"
     max_turns: int = 40
@@ -48,7 +48,7 @@ class AgentConfig:
     choices: ClassVar[dict[str, tuple[str, ...]]] = {"sandbox": ("auto", "off", "landlock", "bwrap", "sandbox-exec")}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FlowConfig:
     """`[flow]`: workflow runs. `worktree_setup` is run (by the shell, in the worktree) in every
     worktree a parallel run creates, before the agent starts: installing dependencies, say."""
@@ -62,7 +62,7 @@ class FlowConfig:
     budget_usd: float = 0.0  # US dollars per run (agent/pricing.py turns tokens into money); 0: none
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RemoteConfig:
     """`[remote]`: workers sharing one queue through a git remote (`flow start --remote`)."""
 
@@ -72,7 +72,7 @@ class RemoteConfig:
     give_up_s: float = 3600  # how long a worker waits for an unreachable remote before it gives up
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentEntry:
     """`[agents.NAME]`: an agent CLI of the user's own, run as `--agent NAME` (agent/presets.py)."""
 
@@ -81,8 +81,8 @@ class AgentEntry:
     usage: str = "auto"  # whose output the usage is read from (agent/usage_readers.py), "auto" tries each
     install: str = ""  # said when the command is not on PATH
     model: str = ""  # the part naming a model (`--model {model}`), used when --model is given
-    roles: Mapping[str, str] = field(default_factory=dict)  # more of the command line for coder/reviewer/planner
-    env: Mapping[str, str] = field(default_factory=dict)
+    roles: Mapping[str, str] = Factory(dict)  # more of the command line for coder/reviewer/planner
+    env: Mapping[str, str] = Factory(dict)
 
 
 AGENT_CONTEXTS = ("stdin", "arg", "file")
@@ -90,20 +90,20 @@ AGENT_ROLES = ("coder", "reviewer", "planner")
 RESERVED_AGENTS = ("anthropic", "command", "replay")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
-    archive: ArchiveConfig = field(default_factory=ArchiveConfig)
-    agent: AgentConfig = field(default_factory=AgentConfig)
+    archive: ArchiveConfig = Factory(ArchiveConfig)
+    agent: AgentConfig = Factory(AgentConfig)
     commit: bool = True
     validate: "ValidateConfig | None" = None  # the test command of workflow runs; None: none set
-    flow: FlowConfig = field(default_factory=FlowConfig)
-    remote: RemoteConfig = field(default_factory=RemoteConfig)
-    pricing: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # model -> rates over the shipped table
-    agents: Mapping[str, AgentEntry] = field(default_factory=dict)  # [agents.NAME]: the user's own agent CLIs
+    flow: FlowConfig = Factory(FlowConfig)
+    remote: RemoteConfig = Factory(RemoteConfig)
+    pricing: Mapping[str, Mapping[str, float]] = Factory(dict)  # model -> rates over the shipped table
+    agents: Mapping[str, AgentEntry] = Factory(dict)  # [agents.NAME]: the user's own agent CLIs
 
 
 def _section(cls, data: dict[str, Any], path: Path, name: str, text: str = ""):
-    known = {f.name: f.type for f in fields(cls)}
+    known = field_names(cls)
     unknown = set(data) - set(known)
     if unknown:
         raise ParseError(f"unknown setting(s) in [{name}]: {', '.join(sorted(unknown))}", path,
@@ -175,7 +175,7 @@ def _agents_section(data: Any, path: Path, text: str) -> dict[str, AgentEntry]:
         if name in RESERVED_AGENTS:
             raise ParseError(f"[{where}]: {name} is a built-in --agent; give your agent another name", path,
                              _line_of_table(text, where))
-        known = {f.name for f in fields(AgentEntry)}
+        known = set(field_names(AgentEntry))
         unknown = sorted(set(entry) - known)
         if unknown:
             raise ParseError(f"unknown setting(s) in [{where}]: {', '.join(unknown)} (known: {', '.join(sorted(known))})",
@@ -239,7 +239,7 @@ def _validate_section(data: Any, path: Path, text: str) -> "ValidateConfig | Non
 # --- [validate] ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ValidateConfig:
     """The `[validate]` table of config.toml; relative paths are relative to the repository."""
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from specflux.format.document import TaskDocument
 from specflux.format.edits import Edit, apply_edits
+from specflux.format.list_quick import quick_list_fields
 from specflux.format.metadata import STATUSES
 from specflux.base.errors import NotFoundError, ParseError, Refused, SpecfluxError, UsageError
 from specflux.base.files import (
@@ -109,9 +110,14 @@ class TaskStateManager:
             return TaskSummary(task_id, rel, 0, error=SpecfluxError(f"cannot read: {e.strerror}", rel))
         row = TaskSummary(task_id, rel, len(data))
         try:
-            doc = TaskDocument(decode(data, rel), rel)
-            row.title = doc.title[1]  # shown for a file whose metadata is broken, too
-            row.status, row.dependencies, row.done, row.total, row.sessions = doc.list_fields()
+            text = decode(data, rel)
+            quick = quick_list_fields(text)  # a plainly written file, in one pass (format/list_quick.py)
+            if quick is not None:
+                row.title, row.status, row.dependencies, row.done, row.total, row.sessions = quick
+            else:
+                doc = TaskDocument(text, rel)
+                row.title = doc.title[1]  # shown for a file whose metadata is broken, too
+                row.status, row.dependencies, row.done, row.total, row.sessions = doc.list_fields()
         except SpecfluxError as e:
             row.error = e
             return row

@@ -7,7 +7,7 @@ imports it back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from specflux.base.records import Factory, record
 from pathlib import Path
 from typing import TYPE_CHECKING, ContextManager, Iterable, Protocol
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from specflux.vcs.git import Git
 
 
-@dataclass
+@record
 class TaskSummary:
     """One row of `list`: cheap to compute, never raises. `error` is set for a broken file."""
 
@@ -32,35 +32,35 @@ class TaskSummary:
     done: int = 0
     total: int = 0
     sessions: int = 0
-    dependencies: list[str] = field(default_factory=list)
+    dependencies: list[str] = Factory(list)
     error: SpecfluxError | None = None
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = Factory(list)
 
 
-@dataclass
+@record
 class Outcome:
     """What a write operation did: files changed, the commit (if any), the session number."""
 
     task_id: str
-    changed: list[Path] = field(default_factory=list)
+    changed: list[Path] = Factory(list)
     commit: str = ""
     session: int | None = None
     status: str | None = None
-    wired: list[str] = field(default_factory=list)
-    archived: list[str] = field(default_factory=list)
-    notices: list[str] = field(default_factory=list)
-    criteria: list[tuple[int, str, bool]] = field(default_factory=list)  # (index, text, changed) of check/uncheck
-    fields: list[str] = field(default_factory=list)  # what `set` changed, one phrase each
+    wired: list[str] = Factory(list)
+    archived: list[str] = Factory(list)
+    notices: list[str] = Factory(list)
+    criteria: list[tuple[int, str, bool]] = Factory(list)  # (index, text, changed) of check/uncheck
+    fields: list[str] = Factory(list)  # what `set` changed, one phrase each
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommitRequest:
     subject: str
     trailers: dict[str, str]
     extra_paths: tuple[Path, ...] = ()  # files beyond the task files (an agent's work)
 
 
-@dataclass
+@record
 class Pending:
     files: ChangeSet
     commit: CommitRequest | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from specflux.base.records import record
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,7 +60,7 @@ def check_id(task_id: str) -> str:
     return task_id
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Workspace:
     root: Path  # the folder holding .specflux/
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from specflux.base.records import as_dict
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ def task_json(state: "TaskState", rel_path: str, size: int, usage: dict[int, dic
             {"number": s.number, "timestamp": s.timestamp, "did": s.did, "issues": s.issues, "next": s.next, "usage": s.usage}
             for s in state.sessions
         ],
-        "archived_summary": _without_line(asdict(state.archived_summary)) if state.archived_summary else None,
-        "chain_output": asdict(state.chain_output) if state.chain_output else None,
+        "archived_summary": _without_line(as_dict(state.archived_summary)) if state.archived_summary else None,
+        "chain_output": as_dict(state.chain_output) if state.chain_output else None,
     }
     return out
 

@@ -4,6 +4,7 @@ files, and edits that change only the characters they must."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from specflux.format.document import TaskDocument
 from specflux.format.edits import apply_edits
+from specflux.format.list_quick import quick_list_fields
 from specflux.base.errors import ParseError
 from specflux.format.model import SessionInput
 from specflux.format.outline import split_lines
@@ -439,14 +441,24 @@ def list_view(doc: TaskDocument) -> tuple:
 
 
 def assert_list_fields_are_the_properties(text: str) -> None:
+    """...and that `list`'s one-pass reading of plain files (format/list_quick.py) reads the same,
+    or leaves the file to TaskDocument (always, where TaskDocument finds an error)."""
+    quick = quick_list_fields(text)
     try:
         expected = list_view(TaskDocument(text, "x.md"))
     except ParseError as e:
         with pytest.raises(ParseError) as raised:
             TaskDocument(text, "x.md").list_fields()
         assert str(raised.value) == str(e)
+        assert quick is None
         return
     assert TaskDocument(text, "x.md").list_fields() == expected
+    try:
+        title = TaskDocument(text, "x.md").title[1]
+    except ParseError:
+        assert quick is None
+        return
+    assert quick is None or quick == (title, *expected)
 
 
 EXTRA_LINES = st.sampled_from([
@@ -463,6 +475,33 @@ def test_list_fields_are_what_the_properties_read(case, extra):
     for at, line in extra:
         lines.insert(min(at, len(lines)), line)
     assert_list_fields_are_the_properties("\n".join(lines))
+
+
+PLAIN_LINES = st.sampled_from([
+    "### Session 4 - 2024-11-27 09:00", "### session #5", "### Session 6: later", "### Sessions", "### Notes",
+    "### Archived Summary (Sessions 1-3)", "### Archived Summary (Sessions 5-3)", "### Archived summary (session 2 - 9)",
+    "## 3. Progress Log", "## Progress", "## Acceptance Criteria", "### Acceptance Criteria", "#### Acceptance Criteria",
+    "## 1. Context", "## 2. Chain Inputs", "## 0. Metadata", "# Task #8: a second title", "# Another title ##",
+    "### Criteria ###", "###", "####### seven", "#hashtag", "- [x] extra", "- [ ] extra", "  - [X] nested",
+    "1. [x] numbered", "text with ``` inside", "`inline`", "", "    ### indented four: code, not a heading",
+    '{"task_id": 7, "status": "done"}', "## 4. Chain Output", "### From Task #3: upstream",
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(task_file(), st.lists(st.tuples(st.integers(7, 40), PLAIN_LINES), max_size=6))  # (after the metadata)
+def test_list_reads_plain_files_in_one_pass_as_taskdocument_does(case, extra):
+    """Plain files (LF, one fence, no comment): the one-pass reading answers for most of them, and
+    answers what TaskDocument reads."""
+    lines = case[0].replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for at, line in extra:
+        lines.insert(min(at, len(lines)), line)
+    text = "\n".join(lines)
+    assert_list_fields_are_the_properties(text)
+    plain = len(re.findall(r"(?:^|\n)(?: {1,3}[#`~<]|[`~<])", text)) == 2 and "````" not in text
+    moves_sections = any(line.startswith(("# ", "## ")) or "Acceptance Criteria" in line for _, line in extra)
+    if plain and not moves_sections:
+        assert quick_list_fields(text) is not None
 
 
 @pytest.mark.parametrize("letter", "abcd")

@@ -76,6 +76,20 @@ def test_command_imports_nothing_it_does_not_use(workspace, tmp_path, args):
     assert not heavy, f"`specflux {' '.join(args)}` imports {', '.join(heavy)}"
 
 
+@pytest.mark.parametrize("args", [
+    ("show", "2"), ("show", "2", "--json"), ("check", "2", "1"), ("uncheck", "2", "1"),
+    ("session", "2", "--did", "more", "--no-commit"), ("context", "2"), ("list",),
+], ids=lambda args: " ".join(args))
+def test_command_loads_no_dataclasses(workspace, tmp_path, args):
+    """`dataclasses` imports `inspect` (and with it ast, dis, tokenize...): ~6 ms of a command
+    whose floor is ~20 ms. The values these commands use are records (base/records.py)."""
+    modules = imported(workspace, tmp_path, *args)
+    assert "specflux.cli" in modules
+    assert not {"dataclasses", "inspect"} & modules, sorted({"dataclasses", "inspect"} & modules)
+    if args[0] in ("show", "context", "list"):  # (a write imports tempfile, and tempfile shutil)
+        assert "shutil" not in modules, "argparse's formatter reads the terminal's width through shutil"
+
+
 def test_list_and_check_build_no_model_objects(workspace, tmp_path):
     """A `list` row and a tick come from the document itself: specflux.format.model is not even loaded."""
     for args in (("list",), ("check", "2", "2")):
