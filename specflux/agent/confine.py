@@ -162,7 +162,8 @@ def _other_task_files(root: Path, own: str | None) -> frozenset[str]:
         return frozenset()
     if len(names) > HELD_AT_MOST + 1:  # each mount costs bubblewrap more than the last: none (said)
         return frozenset()
-    return frozenset(p for p in (os.path.realpath(e.path) for e in names) if p != own_path)
+    real = os.path.realpath(folder)  # (regular files, not links: the folder's real path and the name)
+    return frozenset(p for p in (os.path.join(real, e.name) for e in names) if p != own_path)
 
 
 def _copy_home(preset: "Preset", home: Path) -> None:
