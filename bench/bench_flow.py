@@ -98,8 +98,9 @@ def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
 
 
-def make_template(parent: Path, tasks: int) -> Path:
-    """A committed git repository with a small project and `tasks` independent pending tasks."""
+def make_template(parent: Path, tasks: int, config: str = "") -> Path:
+    """A committed git repository with a small project and `tasks` independent pending tasks;
+    `config` is added to `.specflux/config.toml` (a `[validate]` section, say)."""
     from specflux.store.manager import TaskStateManager
     from specflux.store.workspace import Workspace
 
@@ -113,6 +114,9 @@ def make_template(parent: Path, tasks: int) -> Path:
         (root / "src" / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n", encoding="utf-8")
     (root / "README.md").write_text("# bench project\n", encoding="utf-8")
     ws, _ = Workspace.init(root)
+    if config:
+        with open(ws.dir / "config.toml", "a", encoding="utf-8") as f:
+            f.write(config)
     manager = TaskStateManager(ws, git=False)
     for i in range(1, tasks + 1):
         manager.create(f"Task {i}: change module {i % 5 + 1}",

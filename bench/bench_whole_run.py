@@ -59,10 +59,11 @@ from pathlib import Path
 from typing import TypedDict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_flow  # noqa: E402
+from bench_flow import CRITERIA, fresh_copy  # noqa: E402
 from _common import (PYTHON, compare, fmt_ms, header, load, md, md_table, ratio_cell, round_ratios, run,  # noqa: E402
                      specflux_argv)
 
-CRITERIA = ("negative numbers are handled", "the signature is unchanged", "a test covers it")
 VALIDATE = "true"  # the project's test command: passes at once, on both sides
 REVIEW = json.dumps({"approved": True, "issues": [],
                      "criteria_results": [{"criterion": str(i + 1), "met": True} for i in range(len(CRITERIA))]})
@@ -96,43 +97,8 @@ def git(root: Path, *args: str, env: dict | None = None) -> str:
 
 
 def make_template(parent: Path, tasks: int) -> Path:
-    """A committed git repository with a small project, `tasks` independent pending tasks and a
-    `[validate]` command (as bench_flow.make_template, plus the validate section)."""
-    from specflux.store.manager import TaskStateManager
-    from specflux.store.workspace import Workspace
-
-    root = parent / "template"
-    root.mkdir()
-    git(root, "init", "-q")
-    for key, value in (("user.name", "Bench"), ("user.email", "bench@example.com"), ("commit.gpgsign", "false")):
-        git(root, "config", key, value)
-    (root / "src").mkdir()
-    for i in range(1, 6):
-        (root / "src" / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n", encoding="utf-8")
-    (root / "README.md").write_text("# bench project\n", encoding="utf-8")
-    ws, _ = Workspace.init(root)
-    with open(ws.dir / "config.toml", "a", encoding="utf-8") as f:
-        f.write(f'\n[validate]\ncommand = "{VALIDATE}"\n')
-    manager = TaskStateManager(ws, git=False)
-    for i in range(1, tasks + 1):
-        manager.create(f"Task {i}: change module {i % 5 + 1}",
-                       requirements=f"Make f{i % 5 + 1} handle negative numbers. Keep the signature. Add a test.",
-                       criteria=list(CRITERIA))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "project and tasks")
-    # files written in the same second as the index are "racily clean" (git re-reads them on every
-    # commit until the index is rewritten later): let the clock move on, then refresh the index
-    time.sleep(1.1)
-    git(root, "update-index", "--refresh")
-    return root
-
-
-def fresh_copy(template: Path, dest: Path) -> Path:
-    """A copy of the template repository at `dest` (replacing it), its index refreshed."""
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(template, dest, symlinks=True)
-    git(dest, "update-index", "-q", "--refresh")
-    return dest
+    """bench_flow's template repository of `tasks` independent tasks, with the `[validate]` command."""
+    return bench_flow.make_template(parent, tasks, config=f'\n[validate]\ncommand = "{VALIDATE}"\n')
 
 
 def write_agent(folder: Path) -> str:
