@@ -75,3 +75,27 @@ def test_one_clone_with_parallel_workers_in_worktrees_beside_a_worker_elsewhere(
     assert git(a, "for-each-ref", "refs/specflux/track/", "refs/specflux/seen/wa/") == ""  # and their refs
     assert git(a, "rev-parse", "main") == git(bare, "rev-parse", "main")  # and the clone's branch is up to date
     assert claims_on(bare) == []
+
+
+def test_a_config_write_waits_out_another_gits_lock_on_the_shared_config(tmp_path):
+    """Worktrees share one .git/config and git fails a write at once while another git holds its
+    lock: a crew's workers registering the merge driver together once failed that way."""
+    import threading
+
+    import pytest
+
+    from specflux.base.errors import GitError
+    from specflux.flow.remote.transport import Remote
+
+    bare = make_origin(tmp_path, [("Apples", [])])
+    a = clone(str(bare), tmp_path / "a")
+    lock = a / ".git" / "config.lock"
+    lock.write_text("")
+    threading.Timer(0.3, lock.unlink).start()
+    Remote(a, "origin", "main").set_config("merge.specflux.name", "held a moment")
+    assert git(a, "config", "merge.specflux.name").strip() == "held a moment"
+    lock.write_text("")  # held for good: an error naming the setting, after a bounded wait
+    with pytest.raises(GitError, match="config merge.specflux.name"):
+        Remote(a, "origin", "main").set_config("merge.specflux.name", "never")
+    lock.unlink()
+    assert git(a, "config", "merge.specflux.name").strip() == "held a moment"

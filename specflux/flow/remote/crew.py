@@ -36,8 +36,11 @@ def _crew(root: Path, options: Options, agents: "Agents", count: int, lead: Work
     from specflux.flow.lanes.worktrees import current_branch
     from specflux.flow.remote.transport import Remote
 
+    from specflux.flow.remote.integrate import ensure_driver
+
     branch = current_branch(root)
     lead.remote.fetch()
+    ensure_driver(lead.remote)  # the worktrees share this config: written once here, never by N threads at once
     base = root / ".specflux" / "worktrees" / "workers"
     crew, reports, errors = [], [], []
     for n in range(1, count + 1):

@@ -117,9 +117,18 @@ class Remote:
         return self._local
 
     def set_config(self, key: str, value: str) -> None:
+        """Write one local setting. Git locks the config file for a write and fails at once when
+        another git holds it (a worktree's worker, the user's own `git config`): tried again for up
+        to two seconds before that is an error."""
         from specflux.vcs.process import check
 
-        check(self.git("config", "--local", key, value), f"config {key}")
+        deadline = time.monotonic() + 2.0
+        while True:
+            done = self.git("config", "--local", key, value)
+            if not done.returncode or "could not lock config file" not in done.stderr or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        check(done, f"config {key}")
         self.config()[key.lower()] = value
 
     def url(self) -> str | None:
