@@ -81,17 +81,20 @@ class SessionCommitter:
             from specflux.base.files import atomic_write
 
             atomic_write(journal, json.dumps({"head": head, "paths": follow}), sync=False)  # (for a kill)
+        swapped = False
         if take or merged:
-            try:
-                sha = self._commit_in_temporary_index(head, now, take, merged, message)
+            try:  # where every committed path's entry was HEAD's, the index it was built in becomes the user's
+                sha, swapped = self._commit_in_temporary_index(head, now, take, merged, message,
+                                                               may_swap=len(follow) == len(committed))
             except BaseException:  # refused (a hook), or interrupted before HEAD moved
                 if self.run("rev-parse", "-q", "--verify", "HEAD").stdout.strip() == head:
                     journal.unlink(missing_ok=True)
                 raise
-        if not sha:
+        if not sha or swapped:
             journal.unlink(missing_ok=True)
-            return SessionCommit("", [], notes, left_out, [])
-        if follow:  # the user's index: committed paths that were HEAD's there follow the commit
+            if not sha:
+                return SessionCommit("", [], notes, left_out, [])
+        elif follow:  # the user's index: committed paths that were HEAD's there follow the commit
             done = self.run("--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-",
                             "--pathspec-file-nul", sha, input=nul_list(follow))  # fmt: skip
             if not done.returncode:
@@ -196,13 +199,17 @@ class SessionCommitter:
         take: list[str],
         merged: list[tuple[str, str, str]],
         message: str,
-    ) -> str:
+        may_swap: bool = False,
+    ) -> tuple[str, bool]:
         """Commit HEAD plus `take` (as in the work tree) plus `merged` entries, built in an index of
-        our own so that the user's index plays no part; the sha, or "" if that equals HEAD."""
+        our own so that the user's index plays no part; the sha ("" if that equals HEAD), and
+        whether that index became the user's (`_swap_in`: only with `may_swap`, every committed
+        path's entry having been HEAD's in the user's index)."""
         temporary = self.git_dir / f"specflux-index.{os.getpid()}"
         env = {"GIT_INDEX_FILE": str(temporary)}
         real = self._index_file()
         args = ["update-index", "--add", "--remove"]
+        copied: os.stat_result | None = None
         try:
             temporary.unlink(missing_ok=True)
             if head:  # (on an unborn branch the temporary index starts empty)
@@ -213,7 +220,9 @@ class SessionCommitter:
                     # copy2 keeps the index file's mtime: git trusts an entry's stat data only when
                     # it is older than the index, so a fresh mtime would hide a same-size edit made
                     # in the same second as the last index write (racy git)
+                    before = real.stat()
                     shutil.copy2(real, temporary)
+                    copied = before if not resets else None  # nothing staged: the copy is the user's index
                     for mode, sha, path in resets:
                         args += ["--cacheinfo", f"{mode},{sha},{path}"]
                 else:  # a staged path HEAD does not have (only read-tree takes an entry out)
@@ -223,7 +232,9 @@ class SessionCommitter:
             if take:
                 args += ["-z", "--stdin"]
             check(self.run(*args, env=env, input=nul_list(take)), "update-index")
-            return committed_sha(self.run(*FULL_SHA, *NO_MAINTENANCE, "commit", "-m", message, env=env))
+            sha = committed_sha(self.run(*FULL_SHA, *NO_MAINTENANCE, "commit", "-m", message, env=env))
+            swapped = bool(sha) and may_swap and copied is not None and _swap_in(temporary, real, copied)
+            return sha, swapped
         finally:
             for leftover in (temporary, temporary.with_name(temporary.name + ".lock")):
                 try:
@@ -235,6 +246,36 @@ class SessionCommitter:
         """The user's index file."""
         named = os.environ.get("GIT_INDEX_FILE")
         return self.root / named if named else self.git_dir / "index"
+
+
+def _swap_in(built: Path, real: Path, copied: os.stat_result) -> bool:
+    """Make the index a commit was `built` in the user's `real` index, the way git replaces an
+    index: taking `index.lock` (a hard link, made only if no git holds that lock) and renaming it
+    over the index. Only while the user's index is still the one copied (`copied`: its stat before
+    the copy) and not split (a shared index is git's own to manage); False otherwise, and the
+    caller moves the committed entries with `git reset` instead. This saves that `git reset`
+    process on every session commit where nothing was staged (the usual case): the built index
+    is the user's with the committed paths at the new commit, which is what `reset` makes.
+    A kill inside the few microseconds the lock is held leaves an `index.lock` as a killed git
+    would, and git names it."""
+    if any(real.parent.glob("sharedindex.*")):
+        return False
+    lock = real.with_name(real.name + ".lock")
+    try:
+        os.link(built, lock)
+    except OSError:  # another git holds the index (or links are not possible here)
+        return False
+    try:
+        now = real.stat()
+        same = (now.st_ino, now.st_size, now.st_mtime_ns, now.st_ctime_ns) == \
+            (copied.st_ino, copied.st_size, copied.st_mtime_ns, copied.st_ctime_ns)
+        if same:
+            os.replace(lock, real)
+            return True
+    except OSError:
+        pass
+    lock.unlink(missing_ok=True)
+    return False
 
 
 def _resets(now: Mapping[str, StatusEntry], ours: set[str]) -> list[tuple[str, str, str]] | None:

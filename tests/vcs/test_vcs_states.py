@@ -761,25 +761,34 @@ def test_staged_entries_of_other_paths_with_an_agent_that_stages(project: Git, a
     assert status(root) == {"B.txt": "M "}
 
 
+@pytest.mark.parametrize("update", ["swap", "reset"])
 def test_a_kill_between_a_session_commit_and_its_index_update_is_repaired_by_the_next_commit(project: Git,
-                                                                                             monkeypatch):
-    """The commit moves HEAD, then the user's index follows it; killed in between, the committed
-    paths would show as a staged revert (and the user's next commit would undo the session)."""
+                                                                                             monkeypatch, update):
+    """The commit moves HEAD, then the user's index follows it (the index the commit was built in
+    swapped in, or `git reset` where it cannot be); killed in between, the committed paths would
+    show as a staged revert (and the user's next commit would undo the session)."""
+    from specflux.vcs import session_commit
+
     root = project.root
     baseline = project.capture()
     (root / "B.txt").write_text("the agent's B\n")
     (root / "D.txt").write_text("the user's D, staged\n")
-    real = Git._git
+    real, real_swap = Git._git, session_commit._swap_in
 
     def killed_before_the_index(self, *args, **kwargs):
         if "reset" in args:
             raise KeyboardInterrupt  # the process dies here
         return real(self, *args, **kwargs)
 
+    def killed_before_the_swap(*args):
+        raise KeyboardInterrupt
+
     monkeypatch.setattr(Git, "_git", killed_before_the_index)
+    monkeypatch.setattr(session_commit, "_swap_in", killed_before_the_swap if update == "swap" else lambda *a: False)
     with pytest.raises(KeyboardInterrupt):
         project.commit_session(baseline, ["B.txt"], "session", {})
     monkeypatch.setattr(Git, "_git", real)
+    monkeypatch.setattr(session_commit, "_swap_in", real_swap)
     assert status(root)["B.txt"] == "MM"  # HEAD has the agent's B, the index the old one: a staged revert
     git(root, "add", "D.txt")  # the user stages something of their own meanwhile
 
@@ -790,3 +799,67 @@ def test_a_kill_between_a_session_commit_and_its_index_update_is_repaired_by_the
     assert "B.txt" not in status(root)  # repaired: the index follows HEAD for the session's path
     assert status(root)["D.txt"] == "M "  # and what the user staged is left as it was
     assert not (root / ".git" / "specflux-index-follow.json").exists()
+
+
+def _git_commands(monkeypatch) -> list[tuple[str, ...]]:
+    """Every git command Git runs from now on (text and bytes), as its arguments."""
+    seen: list[tuple[str, ...]] = []
+    for name in ("_git", "_git_raw"):
+        real = getattr(Git, name)
+
+        def traced(self, *args, _real=real, **kwargs):
+            seen.append(args)
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(Git, name, traced)
+    return seen
+
+
+def test_with_nothing_staged_the_index_a_session_commit_was_built_in_becomes_the_users(project: Git, monkeypatch):
+    """No `git reset` afterwards: the built index (the user's, the committed paths at the new
+    commit) is renamed over the user's, through git's own index.lock."""
+    root = project.root
+    (root / "D.txt").write_text("the user's own edit, not staged\n")
+    baseline = project.capture()
+    (root / "B.txt").write_text("the agent's B\n")
+    (root / "new.txt").write_text("the agent's new file\n")
+    seen = _git_commands(monkeypatch)
+    done = project.commit_session(baseline, None, "session", {})
+    assert sorted(done.paths) == ["B.txt", "new.txt"]
+    assert not [args for args in seen if "reset" in args]
+    assert status(root) == {"D.txt": " M"}  # committed paths clean, the user's edit still theirs, nothing staged
+    assert not (root / ".git" / "index.lock").exists()
+    assert git(root, "diff", "--cached", "--name-only") == ""
+    git(root, "fsck", "--no-progress")  # (an index git reads without complaint)
+
+
+def test_an_index_changed_or_locked_while_the_session_committed_is_updated_by_reset_instead(project: Git,
+                                                                                            monkeypatch):
+    """The swap is only made while the user's index is the one copied and no git holds its lock:
+    what the user staged meanwhile stays staged."""
+    from specflux.vcs import session_commit
+
+    root = project.root
+    baseline = project.capture()
+    (root / "B.txt").write_text("the agent's B\n")
+    (root / "D.txt").write_text("the user's D, staged meanwhile\n")
+    real_swap = session_commit._swap_in
+
+    def user_stages_first(built, real, copied):
+        git(root, "add", "D.txt")  # between the copy and the swap
+        return real_swap(built, real, copied)
+
+    monkeypatch.setattr(session_commit, "_swap_in", user_stages_first)
+    seen = _git_commands(monkeypatch)
+    project.commit_session(baseline, ["B.txt"], "session", {})
+    assert [args for args in seen if "reset" in args]
+    assert status(root) == {"D.txt": "M "}  # B follows HEAD; D is still staged
+    assert git(root, "show", "HEAD:D.txt") != "the user's D, staged meanwhile\n"
+
+    baseline = project.capture()
+    (root / "E.txt").write_text("the agent's E\n")
+    lock = root / ".git" / "index.lock"
+    monkeypatch.setattr(session_commit, "_swap_in", lambda built, real, copied: (lock.write_text(""), real_swap(
+        built, real, copied), lock.unlink())[1])  # another git holds the index at that moment
+    assert project.commit_session(baseline, ["E.txt"], "session", {}).paths == ["E.txt"]
+    assert "E.txt" not in status(root) and status(root)["D.txt"] == "M "
