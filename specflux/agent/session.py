@@ -228,6 +228,11 @@ def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None) 
     report.commit = done.sha
     report.changed = list(done.paths)
     report.notices += done.notes
+    if done.after is not None:  # what is left uncommitted, known without asking git again
+        from specflux.vcs.status import dirty_records, folder_in
+
+        under = folder_in(git.root, manager.ws.root)
+        report.uncommitted = None if under is None else dirty_records(done.after, under)
 
 
 def _first_did(manager, task_id: str, handoff: Handoff | None, number: int | None = None) -> str | None:

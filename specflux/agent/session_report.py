@@ -25,6 +25,7 @@ class SessionReport:
     restored: bool = False  # the agent broke or deleted its own task file, which was put back
     handoff: Handoff | None = None  # the agent's end_session (a run decides what to do with it)
     review: dict | None = None  # a reviewer session's verdict (submit_review), or None
+    uncommitted: list[str] | None = None  # right after its commit, as `flow.steps.evidence.uncommitted` says
 
     @property
     def ok(self) -> bool:

@@ -141,6 +141,12 @@ class Git:
 
         return capture(self.root, self._git_raw)
 
+    def status_entries(self) -> dict:
+        """`git status` of every path it shows (path -> `vcs.status.StatusEntry`), renames split."""
+        from specflux.vcs.status import read_status
+
+        return read_status(self._git_raw)[1]
+
     def commit_session(
         self,
         baseline: Baseline,

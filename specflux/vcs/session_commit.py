@@ -81,31 +81,32 @@ class SessionCommitter:
             from specflux.base.files import atomic_write
 
             atomic_write(journal, json.dumps({"head": head, "paths": follow}), sync=False)  # (for a kill)
-        swapped = False
+        followed = False  # the user's index follows the commit for every committed path
         if take or merged:
             try:  # where every committed path's entry was HEAD's, the index it was built in becomes the user's
-                sha, swapped = self._commit_in_temporary_index(head, now, take, merged, message,
+                sha, followed = self._commit_in_temporary_index(head, now, take, merged, message,
                                                                may_swap=len(follow) == len(committed))
             except BaseException:  # refused (a hook), or interrupted before HEAD moved
                 if self.run("rev-parse", "-q", "--verify", "HEAD").stdout.strip() == head:
                     journal.unlink(missing_ok=True)
                 raise
-        if not sha or swapped:
+        if not sha or followed:
             journal.unlink(missing_ok=True)
             if not sha:
-                return SessionCommit("", [], notes, left_out, [])
+                return SessionCommit("", [], notes, left_out, [], after=dict(now))
         elif follow:  # the user's index: committed paths that were HEAD's there follow the commit
             done = self.run("--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-",
                             "--pathspec-file-nul", sha, input=nul_list(follow))  # fmt: skip
             if not done.returncode:
                 journal.unlink(missing_ok=True)
+                followed = True
             if done.returncode:
                 notes.append(
                     f"committed {sha[:7]}, but could not bring your index up to it "
                     f"({(done.stderr or done.stdout).strip()}): `git reset -q -- <path>` does "
                     "it for a committed path that `git status` shows as staged"
                 )
-        return SessionCommit(sha, committed, notes, left_out, partly)
+        return SessionCommit(sha, committed, notes, left_out, partly, after=_after(now, take, partly, follow, followed))
 
     def _sort_out(
         self, baseline: Baseline, now: Mapping[str, StatusEntry], paths: Iterable[str]
@@ -246,6 +247,20 @@ class SessionCommitter:
         """The user's index file."""
         named = os.environ.get("GIT_INDEX_FILE")
         return self.root / named if named else self.git_dir / "index"
+
+
+def _after(now: Mapping[str, StatusEntry], take: list[str], partly: list[str], follow: list[str],
+           followed: bool) -> dict[str, StatusEntry] | None:
+    """The work tree's status after a commit of `take` and `partly` whose index entries all
+    `follow`ed it (`followed`: the index swapped in, or reset): taken paths are clean, partly
+    taken ones differ from the new commit in the work tree alone (the user's own edits), the rest
+    are as they were (the commit left their HEAD and index entries alone). None otherwise."""
+    if not followed or len(follow) != len(take) + len(partly):
+        return None
+    after = {path: entry for path, entry in now.items() if path not in follow}
+    for path in partly:
+        after[path] = StatusEntry(".M", now[path].work_mode, now[path].work_mode, now[path].work_mode)
+    return after
 
 
 def _swap_in(built: Path, real: Path, copied: os.stat_result) -> bool:

@@ -49,6 +49,24 @@ class StatusEntry:
         return "??" if self.untracked else self.xy.replace(".", " ")
 
 
+def folder_in(work_tree: Path, folder: Path) -> str | None:
+    """`folder`'s path inside `work_tree` ("" when they are one), or None when it is not inside."""
+    try:
+        under = Path(folder).resolve().relative_to(Path(work_tree).resolve()).as_posix()
+    except ValueError:
+        return None
+    return "" if under == "." else under
+
+
+def dirty_records(entries: Mapping[str, StatusEntry], under: str = "", outside: str = ".specflux") -> list[str]:
+    """"XY path" (porcelain v1 letters, repository-relative path) of every path `read_status` shows
+    under the folder `under` ("" for the whole work tree), `outside/` aside: what is uncommitted."""
+    prefix = f"{under}/" if under else ""
+    skip = f"{prefix}{outside}"
+    return [f"{entry.v1} {path}" for path, entry in sorted(entries.items())
+            if path.startswith(prefix) and path != skip and not path.startswith(skip + "/")]
+
+
 def read_status(run_bytes: Callable[..., subprocess.CompletedProcess[bytes]]) -> tuple[str, dict[str, StatusEntry]]:
     """HEAD's sha ("" when unborn) and the v2 status of every path git shows, renames split;
     `run_bytes(*args)` runs git in the work tree with bytes out (`Git._git_raw`)."""

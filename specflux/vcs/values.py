@@ -59,6 +59,9 @@ class SessionCommit:
     notes: list[str] = field(default_factory=list)  # a sentence per path left out or partly taken
     left_out: list[str] = field(default_factory=list)
     partly: list[str] = field(default_factory=list)
+    # `git status` of the work tree right after the commit where it follows from the status the
+    # commit was built from (path -> StatusEntry), else None: a caller need not ask git again
+    after: "dict | None" = None
 
 
 @dataclass(frozen=True)

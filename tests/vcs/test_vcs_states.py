@@ -863,3 +863,33 @@ def test_an_index_changed_or_locked_while_the_session_committed_is_updated_by_re
         built, real, copied), lock.unlink())[1])  # another git holds the index at that moment
     assert project.commit_session(baseline, ["E.txt"], "session", {}).paths == ["E.txt"]
     assert "E.txt" not in status(root) and status(root)["D.txt"] == "M "
+
+
+@pytest.mark.parametrize("case", ["plain", "user_edits_too", "partly", "user_staged", "nothing", "deleted"])
+def test_what_a_session_commit_says_is_left_uncommitted_is_what_git_status_says(project: Git, case):
+    """`SessionCommit.after` spares a run's step a `git status` after the commit: where it is given
+    it must be the status git reads."""
+    from specflux.vcs.status import dirty_records
+
+    root = project.root
+    if case in ("user_edits_too", "partly"):
+        edit_line(root / "A.txt", 3, "the user's line 3")
+        (root / "scratch.txt").write_text("the user's untracked file\n")
+    if case == "user_staged":
+        (root / "D.txt").write_text("the user's D, staged\n")
+        git(root, "add", "D.txt")
+    baseline = project.capture()
+    if case != "nothing":
+        (root / "B.txt").write_text("the agent's B\n")
+        (root / "sub").mkdir()
+        (root / "sub" / "new.txt").write_text("the agent's new file\n")
+    if case == "partly":
+        edit_line(root / "A.txt", 20, "the agent's line 20")
+    if case == "deleted":
+        (root / "E.txt").unlink()
+    done = project.commit_session(baseline, None, "session", {})
+    if case == "partly":
+        assert done.partly == ["A.txt"]
+    assert done.after is not None
+    assert dirty_records(done.after) == dirty_records(project.status_entries()), case
+    assert dirty_records(done.after, "sub") == dirty_records(project.status_entries(), "sub")

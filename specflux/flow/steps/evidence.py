@@ -43,13 +43,22 @@ _OUTSIDE = ("--", ".", ":(exclude).specflux")
 
 
 def uncommitted(manager: "TaskStateManager") -> list[str] | None:
-    """`git status --porcelain -z` records of the work tree outside `.specflux/` (untracked files
-    one by one), or None where git fails: what both `work_tree_fingerprint` and `task_unchanged`
-    read, asked of git once a step."""
-    from specflux.vcs.process import run_git as _run
+    """"XY path" records (`vcs.status.dirty_records`: porcelain v1 letters, repository-relative
+    paths, untracked files one by one, renames as a deletion and an addition) of the workspace's
+    work tree outside `.specflux/`, or None where git fails: what both `work_tree_fingerprint` and
+    `task_unchanged` read, asked of git once a step (or known from the step's session commit:
+    `SessionReport.uncommitted`)."""
+    from specflux.base.errors import GitError
+    from specflux.vcs.status import dirty_records, folder_in
 
-    done = _run(("status", "--porcelain", "-z", "--untracked-files=all", *_OUTSIDE), manager.ws.root)
-    return None if done.returncode else [e for e in done.stdout.split("\0") if e]
+    git = manager.git
+    under = None if git is None else folder_in(git.root, manager.ws.root)
+    if git is None or under is None:
+        return None
+    try:
+        return dirty_records(git.status_entries(), under)
+    except GitError:
+        return None
 
 
 def _coder_commits(git, task_id: str) -> list:
@@ -104,6 +113,7 @@ def work_tree_fingerprint(manager: "TaskStateManager", dirty: "list[str] | None"
 
     root = manager.ws.root
     entries = _top_entries(root)
+    top = git.root  # (the records' paths are the repository's)
     if entries is None:
         return None
     digest = hashlib.sha256()
@@ -114,7 +124,7 @@ def work_tree_fingerprint(manager: "TaskStateManager", dirty: "list[str] | None"
     for entry in sorted(dirty or ()):
         digest.update(entry.encode() + b"\0")
         try:
-            digest.update((root / entry[3:]).read_bytes())
+            digest.update((top / entry[3:]).read_bytes())
         except OSError:  # deleted, a folder, a rename's old name: its status line says enough
             pass
     return digest.hexdigest()[:16]

@@ -156,7 +156,9 @@ class Roles:
         if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
             return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
         self._attempts.note(task_id, done["commit"] or "")
-        dirty = uncommitted(self.manager) if self.manager.git is not None else None  # one `git status` for both
+        dirty = done.get("uncommitted")  # as the session's commit left it, else one `git status` for both
+        if dirty is None and self.manager.git is not None:
+            dirty = uncommitted(self.manager)
         tree = work_tree_fingerprint(self.manager, dirty)
         exited = None if timed_out else agent_failed(done)
         unchanged = not timed_out and not exited and not self._changed_in_run(task_id, state) \
@@ -195,8 +197,8 @@ class Roles:
         import json
 
         saved = self._steps / f"{self._key.replace('#', '-')}.session.json"  # one per try of the step
-        if saved.is_file():
-            return json.loads(saved.read_text(encoding="utf-8"))
+        if saved.is_file():  # (the tree may have changed since: what it left uncommitted is read again)
+            return {**json.loads(saved.read_text(encoding="utf-8")), "uncommitted": None}
         if self._resumed:
             finished = self._finished_commit(step)
             if finished is not None:
@@ -228,6 +230,7 @@ class Roles:
             "notices": list(report.notices),
             "stop": report.stop, "ok": report.ok, "session": report.session, "commit": report.commit,
             "error": report.error, "usage": _usage(report), "code": _code_summary(report), "review": report.review,
+            "uncommitted": report.uncommitted,
             **handin_summary(received, self.run, step),
             "handoff": None if handoff is None else {
                 "did": list(handoff.did),
