@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Protocol
 
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
@@ -37,6 +36,7 @@ from specflux.agent.tools import Toolbox
 from specflux.agent.usage_checks import failed
 from specflux.agent.usage_readers import KINDS, UsageMeter, parse_usage, read_usage_and_turns  # noqa: F401
 from specflux.base.errors import AgentError
+from specflux.base.exit_watch import exit_watch
 
 if TYPE_CHECKING:
     from specflux.agent.egress import EgressProxy
@@ -184,32 +184,6 @@ def _workdir():
 def _guarded(cmd: str) -> str:
     """The shell script running `cmd` so that a TERM kills its whole process group (_dies_with_us)."""
     return f'trap "kill -KILL 0" TERM; exec 3<&0; ( {cmd}\n) 0<&3 3<&- & wait $!'
-
-
-@contextlib.contextmanager
-def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], int]]:
-    """`wait(timeout)`: `proc`'s exit code, or TimeoutExpired after `timeout` seconds. On Linux
-    it wakes the moment the process exits (a pidfd); `Popen.wait(timeout)` polls, sleeping up to
-    50 ms between looks, which a short agent session pays on every step."""
-    import select
-
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # not Linux, or before 5.3
-        yield lambda timeout: proc.wait(timeout=timeout)
-        return
-    watch = select.poll()
-    watch.register(pidfd, select.POLLIN)
-
-    def wait(timeout: float) -> int:
-        if not watch.poll(timeout * 1000):
-            raise subprocess.TimeoutExpired(proc.args, timeout)
-        return proc.wait()
-
-    try:
-        yield wait
-    finally:
-        os.close(pidfd)
 
 
 _SAID: set[tuple[str, str]] = set()
@@ -421,7 +395,7 @@ class CommandBackend:
         """The agent's exit code; TimeoutExpired after `timeout_s`; KeyboardInterrupt on `cancel`;
         _BudgetPassed when its usage passed its budget (`passed`)."""
         deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
-        with _exit_watch(proc) as exited:
+        with exit_watch(proc) as exited:
             while True:
                 try:
                     return exited(0.1)

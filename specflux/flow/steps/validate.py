@@ -213,6 +213,8 @@ def _run_command(root: Path, command: str, timeout_s: float, env: Mapping[str, s
     """
     import subprocess
 
+    from specflux.base.exit_watch import exit_watch
+
     tail = _Tail()
     try:
         proc = subprocess.Popen(command, shell=True, cwd=root, env=_environment(env), stdin=subprocess.DEVNULL,
@@ -223,7 +225,8 @@ def _run_command(root: Path, command: str, timeout_s: float, env: Mapping[str, s
     reader.start()
     error = None
     try:
-        code: int | None = proc.wait(timeout=timeout_s)
+        with exit_watch(proc) as exited:  # (woken the moment the command exits: no polling)
+            code: int | None = exited(timeout_s)
     except subprocess.TimeoutExpired:
         code, error = None, f"the test command timed out after {timeout_s:g}s; it and its children were killed"
     finally:  # also on Ctrl-C: no test process outlives the validation
