@@ -320,7 +320,8 @@ class CommandBackend:
         in_run = bool(self.env.get("SPECFLUX_RUN"))  # a run puts back other tasks' files anyway: held read-only
         confined = confine(_guarded(line), Path(toolbox.root), workdir, self.sandbox, self.preset,
                            given.get("SPECFLUX_HANDIN"), given.get("SPECFLUX_TASK_ID"),
-                           given.get("SPECFLUX_TASK_FILE") if in_run else None, allowlist)
+                           given.get("SPECFLUX_TASK_FILE") if in_run else None, allowlist,
+                           tasks_read_only=in_run and self.role != "coder")  # a reviewer or planner hands in
         self.held_read_only = confined.held  # the session tells a person's deletion of these from the agent's
         if confined.proxy is not None:
             closing.callback(self._closed, confined.proxy)

@@ -9,7 +9,9 @@ An agent CLI still writes its task through `specflux` (`check`, `session --no-co
 and `cache/` (the engine keeps nothing it believes there), and the folder of its hand-in file
 (SPECFLUX_HANDIN: a reviewer's or planner's alone, a private folder the run made for this one step,
 outside the repository: handin_channel.py). Under bubblewrap, in a workflow run, the other tasks'
-files are mounted read-only one by one, so a deletion of one during the session is a person's.
+files are mounted read-only one by one, so a deletion of one during the session is a person's; a
+run's reviewer or planner, which hands in rather than writing a task file, gets the whole of
+`task-states/` read-only (one mount, under either sandbox).
 The engine's own state stays out of reach (store/state_dir.py, docs/engine-state.md): the lock of
 the session's task, in the git directory, is made beforehand, and the agent's `specflux` takes it
 through a read-only descriptor (flock needs no more); the engine's private folder (holds, keys,
@@ -64,12 +66,14 @@ class Confined:
 
 def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset",
             handin: str | None = None, task_id: str | None = None, own_task_file: str | None = None,
-            allowlist: "Allowlist | None" = None) -> Confined:
+            allowlist: "Allowlist | None" = None, tasks_read_only: bool = False) -> Confined:
     """The shell command line `line` of an agent CLI, to run with cwd `root`, in the sandbox
     `setting` names (`[agent] sandbox`, or "off" for `--no-sandbox`). `workdir` is a fresh
     folder of the session's, removed after it: the private HOME and temporary folder go there.
     `task_id`: the session's task, whose lock the agent's own `specflux` takes. With `allowlist`,
-    the hosts the CLI may reach where the sandbox confines the network."""
+    the hosts the CLI may reach where the sandbox confines the network. `tasks_read_only` (a run's
+    reviewer or planner, which write no task file: they hand in): `.specflux/task-states/` is not
+    writable at all, and every task file in it is held (one mount, however many tasks)."""
     from specflux.agent.sandbox import choose, temp_env
     from specflux.store.state_dir import prepare_task_lock
 
@@ -91,6 +95,8 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
     if specflux_dir.is_dir() and not specflux_dir.is_symlink():
         for name in TASK_FOLDERS:
             folder = specflux_dir / name
+            if tasks_read_only and name == "task-states":
+                continue  # under the read-only .specflux/ (sandbox.read_only_entries)
             if not folder.is_symlink():
                 folder.mkdir(exist_ok=True)
                 writable.append(str(folder))
@@ -124,13 +130,15 @@ def confine(line: str, root: Path, workdir: Path, setting: str, preset: "Preset"
         connect = []
     argv = sandbox.argv(line, root, tmp, also=writable, connect=connect)
     held: frozenset[str] = frozenset()
-    if sandbox.name == "bwrap":  # mounts on top, before the command: what bwrap alone can also do
-        held = _other_task_files(root, own_task_file) if own_task_file else frozenset()
+    if tasks_read_only:
+        held = _task_files(root, None, at_most=None)
+    elif sandbox.name == "bwrap":  # mounts on top, before the command: what bwrap alone can also do
+        held = _task_files(root, own_task_file) if own_task_file else frozenset()
         at = argv.index("--")
         argv[at:at] = [arg for path in sorted(held) for arg in ("--ro-bind", path, path)]
-        if proxy is not None:  # the relay to the proxy, first inside the namespace
-            at = argv.index("--")
-            argv[at + 1:at + 1] = _bridge(proxy.path, allowlist.loopback_ports())
+    if sandbox.name == "bwrap" and proxy is not None:  # the relay to the proxy, first inside the namespace
+        at = argv.index("--")
+        argv[at + 1:at + 1] = _bridge(proxy.path, allowlist.loopback_ports())
     notice = None
     if sandbox.name == "landlock" and not sandbox.top_level:
         notice = ("the agent CLI is sandboxed with Landlock, which cannot hide the engine's private folder "
@@ -148,19 +156,19 @@ def _bridge(path: str, ports: list[int]) -> list[str]:
             *(arg for port in ports for arg in ("--port", str(port))), "--"]
 
 
-def _other_task_files(root: Path, own: str | None) -> frozenset[str]:
+def _task_files(root: Path, own: str | None, at_most: int | None = HELD_AT_MOST) -> frozenset[str]:
     """The task files of other tasks than `own`, to mount read-only one by one under bubblewrap in
     a workflow run's session (whose changes to them the run puts back anyway; `specflux run` leaves
     them writable, for a `specflux complete` that wires dependents): a mount point cannot be deleted
     or replaced from inside, while a person outside still can, so a deletion seen after the session
-    is theirs (agent/restore.py says so)."""
+    is theirs (agent/restore.py says so). None beyond `at_most` (None: no limit)."""
     folder = root / ".specflux" / "task-states"
     own_path = os.path.realpath(own) if own else None
     try:
         names = [e for e in os.scandir(folder) if e.is_file(follow_symlinks=False) and e.name.endswith(".md")]
     except OSError:
         return frozenset()
-    if len(names) > HELD_AT_MOST + 1:  # each mount costs bubblewrap more than the last: none (said)
+    if at_most is not None and len(names) > at_most + 1:  # each mount costs bubblewrap more than the last: none (said)
         return frozenset()
     real = os.path.realpath(folder)  # (regular files, not links: the folder's real path and the name)
     return frozenset(p for p in (os.path.join(real, e.name) for e in names) if p != own_path)
