@@ -165,14 +165,18 @@ def good_version(manager, path: Path, before: str, baseline, lint_document) -> s
     return before
 
 
-def undo_changes(manager, git, baseline, report: "SessionReport") -> None:
+def undo_changes(manager, git, baseline, report: "SessionReport", status: "tuple[str, dict] | None" = None) -> int:
     """A reviewer's tools are read-only (CONTRACT section 4), but its commands run in a sandbox
-    that may write in the repository: whatever it changed is put back and never committed."""
+    that may write in the repository: whatever it changed is put back and never committed.
+    `status`: `git.status()` as it is now, where the caller has it. Returns how many paths were
+    put back."""
     from specflux.vcs.process import run_git
-    from specflux.vcs.status import changed_paths
+    from specflux.vcs.status import changed_paths, fingerprint
 
     states = manager.ws.relative(manager.ws.states_dir)
-    for rel in changed_paths(baseline.fingerprints, git.status_snapshot()):
+    now = git.status_snapshot() if status is None else {path: fingerprint(git.root / path) for path in status[1]}
+    undone = 0
+    for rel in changed_paths(baseline.fingerprints, now):
         path = git.root / rel
         if manager.ws.relative(path).startswith(states + "/"):
             continue  # task files: linted and put back by restore_broken
@@ -191,4 +195,6 @@ def undo_changes(manager, git, baseline, report: "SessionReport") -> None:
             run_git(("checkout", "-q", "HEAD", "--", rel), git.root)
         else:
             path.unlink(missing_ok=True)
+        undone += 1
         report.notices.append(f"{rel}: changed during the review; put back as it was (a review changes no file){kept}")
+    return undone

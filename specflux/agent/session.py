@@ -192,18 +192,23 @@ def run_session(
         if sandbox is not None and not sandbox.confined and sandbox.name != "off":
             report.notices.append(sandbox.describe())
         touched: list[Path] = list(restored)
+        seen = None  # a reviewer's: the status its undo check reads, which its commit then reads too
         if role == "reviewer" and git is not None:
-            undo_changes(manager, git, baseline, report)
+            seen = git.status()
+            if undo_changes(manager, git, baseline, report, seen):
+                seen = None  # it put files back: the commit reads the status again
         if role == "reviewer":
             report.review = side.review or getattr(toolbox, "review", None) or handed_in_review(handin)
-            touched += record_review(manager, task_id, report, outcome, clock)
+            written = record_review(manager, task_id, report, outcome, clock)
+            touched += written
+            seen = _with_written(seen, git, written)
         elif edits_task_file:
             touched += settle_agent_edits(manager, task_id, entries_before, hand, outcome, clock, report,
                                           complete_on_handoff)
         else:
             touched += record_entry(manager, task_id, side, outcome, clock, report, sandbox, complete_on_handoff)
         if git is not None and report.session is not None:
-            _commit(manager, git, baseline, task_id, side, outcome, report, trailers)
+            _commit(manager, git, baseline, task_id, side, outcome, report, trailers, status=seen)
         elif commit and git is None and report.session is not None:
             report.notices.append("not a git repository: specflux works, but does not commit")
     return report
@@ -220,11 +225,32 @@ def _say_uncounted(usage: Usage, request: SessionRequest, say: Callable[[str], N
         say(f"usage unknown: {said}")
 
 
-def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None) -> None:
-    """One commit with what the session changed, leaving the user's own uncommitted work alone."""
+def _with_written(seen: "tuple[str, dict] | None", git, written: list[Path]) -> "tuple[str, dict] | None":
+    """`seen` (a `git.status()`) with the files specflux wrote since (`written`: the review's entry
+    in its task file, an archive): each still as it was in `seen` where it was there (its HEAD and
+    index entries have not moved), else a path to commit as it is now (`??`: added or updated
+    from the work tree alike). None stays None."""
+    if seen is None:
+        return None
+    from specflux.vcs.status import StatusEntry, folder_in
+
+    head, entries = seen
+    entries = dict(entries)
+    for path in written:
+        rel = folder_in(git.root, Path(path))
+        if not rel:
+            return None  # outside the work tree (cannot be): read the status again
+        entries.setdefault(rel, StatusEntry("??"))
+    return head, entries
+
+
+def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None,
+            status: "tuple[str, dict] | None" = None) -> None:
+    """One commit with what the session changed, leaving the user's own uncommitted work alone;
+    `status`: the work tree's status where the caller knows it (`Git.commit_session`)."""
     first = _first_did(manager, task_id, side.handoff, report.session) or f"ended: {outcome.stop}"
     done = git.commit_session(baseline, None, commit_subject(task_id, report.session, first),
-                              {**_trailers(task_id, report, outcome), **(extra or {})})
+                              {**_trailers(task_id, report, outcome), **(extra or {})}, status=status)
     report.commit = done.sha
     report.changed = list(done.paths)
     report.notices += done.notes

@@ -141,11 +141,16 @@ class Git:
 
         return capture(self.root, self._git_raw)
 
-    def status_entries(self) -> dict:
-        """`git status` of every path it shows (path -> `vcs.status.StatusEntry`), renames split."""
+    def status(self) -> tuple[str, dict]:
+        """HEAD's sha and `git status` of every path it shows (path -> `vcs.status.StatusEntry`),
+        renames split: what `commit_session` reads, and may be given."""
         from specflux.vcs.status import read_status
 
-        return read_status(self._git_raw)[1]
+        return read_status(self._git_raw)
+
+    def status_entries(self) -> dict:
+        """`git status` of every path it shows (path -> `vcs.status.StatusEntry`), renames split."""
+        return self.status()[1]
 
     def commit_session(
         self,
@@ -154,6 +159,7 @@ class Git:
         subject: str,
         trailers: Mapping[str, str],
         body: str = "",
+        status: tuple[str, dict] | None = None,
     ) -> SessionCommit:
         """Commit what an agent session changed since `baseline`, and none of the user's own work.
 
@@ -167,7 +173,9 @@ class Git:
         touched; the commit is built in a temporary index, so whatever the user had staged stays
         staged and uncommitted, and in the user's index only the committed paths whose entry was
         HEAD's move to the new commit (so that nothing shows up as a staged revert).
-        Raises GitError during a merge, rebase, etc. (see `check_can_commit`).
+        Raises GitError during a merge, rebase, etc. (see `check_can_commit`). `status`: the work
+        tree's `status()` as the caller knows it is now, to spare reading it again; used only while
+        HEAD is still the one it names.
         """
         from specflux.vcs.session_commit import SessionCommitter
 
@@ -176,7 +184,9 @@ class Git:
         self._refuse_during_operation()
         git_dir = self._git_dir()
         with _exclusive(git_dir / "specflux-commit.flock"):
-            return SessionCommitter(self.root, git_dir, self._git, self._git_raw).commit(baseline, given, message)
+            known = status if status is not None and status[0] == self.head() else None
+            return SessionCommitter(self.root, git_dir, self._git, self._git_raw).commit(baseline, given, message,
+                                                                                         known)
 
     def history(self, paths: Sequence[str | Path], revs: Sequence[str] = ()) -> list[Commit]:
         """Commits touching any of `paths`, newest first (reachable from HEAD, or from `revs`)."""

@@ -63,10 +63,12 @@ class SessionCommitter:
     run: Callable[..., subprocess.CompletedProcess[str]]
     run_bytes: Callable[..., subprocess.CompletedProcess[bytes]]
 
-    def commit(self, baseline: Baseline, given: list[str] | None, message: str) -> SessionCommit:
+    def commit(self, baseline: Baseline, given: list[str] | None, message: str,
+               known: tuple[str, Mapping[str, StatusEntry]] | None = None) -> SessionCommit:
         """Commit the session's changes among `given` (root-relative paths; None: every path whose
-        state differs from the baseline's) with `message`, as `Git.commit_session` says."""
-        head, now = read_status(self.run_bytes)
+        state differs from the baseline's) with `message`, as `Git.commit_session` says; `known`:
+        HEAD and the status as they are now, where the caller has them."""
+        head, now = known if known is not None else read_status(self.run_bytes)
         session = sorted(now) if given is None else given
         take, merged, left_out = self._sort_out(baseline, now, session)
         partly = sorted(path for _, _, path in merged)

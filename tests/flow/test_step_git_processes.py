@@ -15,11 +15,16 @@ from conftest import git
 from test_first_hour_runs import agent_args, make_project, sf
 
 # Per agent step (a coder's or a reviewer's), on average over the run: the session's status before
-# and after and its commit (update-index, commit, reset), the coder's evidence (one status, one
-# diff, which the reviewer is then shown too), the reviewer's undo check (status) and the accepted
-# task's commit, plus the run's own (preflight, history): 8.0 at three tasks, 7.2 at twenty; before
-# issue 26, 12.7 and 11.9, and a `git maintenance` after each commit.
-MOST_PER_STEP = 8.5
+# and after and its commit (update-index, commit; the index it was built in becomes the user's, so
+# no reset), the coder's diff (which the reviewer is then shown too; what the coder left
+# uncommitted comes from its commit's status), the reviewer's undo check reading the status its
+# commit then reads too, and the accepted task's commit, plus the run's own (preflight, history):
+# 6.0 at three tasks. Before issue 26, 12.7, and a `git maintenance` after each commit; 8.0 before
+# the index swap and the shared statuses.
+MOST_PER_STEP = 6.5
+# `git status` per agent step: the one before the session and the one its commit reads (plus the
+# run's preflight, once)
+MOST_STATUS_PER_STEP = 2.2
 
 
 def git_processes(trace: Path) -> collections.Counter:
@@ -43,5 +48,7 @@ def test_a_step_runs_few_git_processes_and_no_maintenance(git_repo: Path, tmp_pa
     assert git(repo, "log", "--format=%(trailers:key=Specflux-Role,valueonly)").split().count("coder") == 3
     per_step = sum(n for cmd, n in counted.items() if cmd != "maintenance") / agent_steps
     assert per_step <= MOST_PER_STEP, f"{per_step:.1f} git processes a step: {dict(counted)}"
+    assert counted["status"] / agent_steps <= MOST_STATUS_PER_STEP, dict(counted)
+    assert "reset" not in counted, dict(counted)  # nothing staged: the index is swapped in
     assert counted["maintenance"] <= 1, dict(counted)  # the history commit's, at the run's end
     assert "rev-parse" not in counted or counted["rev-parse"] <= 3, dict(counted)  # the branch from .git's files
