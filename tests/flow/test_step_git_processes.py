@@ -52,3 +52,33 @@ def test_a_step_runs_few_git_processes_and_no_maintenance(git_repo: Path, tmp_pa
     assert "reset" not in counted, dict(counted)  # nothing staged: the index is swapped in
     assert counted["maintenance"] <= 1, dict(counted)  # the history commit's, at the run's end
     assert "rev-parse" not in counted or counted["rev-parse"] <= 3, dict(counted)  # the branch from .git's files
+
+
+REVIEWER_WRITES = '''\
+import os, pathlib
+if os.environ["SPECFLUX_ROLE"] == "reviewer":  # a review changes no file: these are put back
+    pathlib.Path("stray.txt").write_text("the reviewer's new file\\n")
+    work = pathlib.Path(f"work-{os.environ['SPECFLUX_TASK_ID']}.txt")
+    work.write_text(work.read_text() + "the reviewer's edit\\n")
+'''
+
+
+def test_what_a_reviewer_changed_is_put_back_and_its_commit_holds_only_the_review(git_repo: Path, tmp_path: Path):
+    """The reviewer's undo check and its commit share one status where nothing was put back; where
+    something was, the commit reads the status again and carries none of it."""
+    from test_first_hour_runs import AGENT
+
+    repo = make_project(git_repo, tmp_path / "agent.py")
+    (tmp_path / "agent.py").write_text(REVIEWER_WRITES + AGENT)
+    done = sf(repo, "flow", "start", "1", *agent_args(repo))
+    said = done.stdout + done.stderr
+    assert "run completed" in said
+    assert "stray.txt: changed during the review; put back as it was (a review changes no file)" in said
+    assert "work-1.txt: changed during the review; put back as it was" in said
+    assert not (repo / "stray.txt").exists()
+    assert (repo / "work-1.txt").read_text() == "task 1 done\n"
+    assert git(repo, "status", "--porcelain") == ""
+    reviews = git(repo, "log", "--format=%H", "--grep=Specflux-Role: reviewer").split()
+    assert len(reviews) == 1
+    shown = git(repo, "show", "--name-only", "--format=", reviews[0]).split()
+    assert shown and all(path.startswith(".specflux/") for path in shown), shown
