@@ -137,8 +137,13 @@ class Git:
         KEEP_TOTAL_BYTES in all: session_commit.py), so that a later change by the session can be
         told apart.
         """
+        from specflux.vcs.index_journal import FOLLOW_JOURNAL
         from specflux.vcs.session_commit import capture
 
+        git_dir = self._git_dir()
+        if (git_dir / FOLLOW_JOURNAL).exists():  # a kill left index entries that would read as the user's work
+            with _exclusive(git_dir / "specflux-commit.flock"):
+                index_follows_head(git_dir, self._git)
         return capture(self.root, self._git_raw)
 
     def status(self) -> tuple[str, dict]:

@@ -18,20 +18,21 @@ from specflux.vcs.process import nul_list
 FOLLOW_JOURNAL = "specflux-index-follow.json"  # in the git dir, while a session commit is made
 
 
-def index_follows_head(git_dir: Path, run: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+def index_follows_head(git_dir: Path, run: Callable[..., subprocess.CompletedProcess[str]]) -> bool:
     """Finish what a session commit cut short by a kill: the paths it committed whose entry in
     the user's index is still the old HEAD's (they would show as a staged revert) follow HEAD.
     An entry the user has staged anything else into since is left alone. `run(*args)` runs git
-    in the work tree (`Git._git`)."""
+    in the work tree (`Git._git`). Run it before reading the status (a stale entry reads as the
+    user's staged work); True when there was a journal (a status read before is stale)."""
     journal = git_dir / FOLLOW_JOURNAL
     try:
         data = json.loads(journal.read_text(encoding="utf-8"))
         old, paths = str(data["head"]), [str(p) for p in data["paths"]]
     except FileNotFoundError:
-        return
+        return False
     except (ValueError, KeyError, TypeError):
         journal.unlink(missing_ok=True)
-        return
+        return True
     head = run("rev-parse", "-q", "--verify", "HEAD").stdout.strip()
     stale = []
     if head and head != old:
@@ -45,3 +46,4 @@ def index_follows_head(git_dir: Path, run: Callable[..., subprocess.CompletedPro
         run("--literal-pathspecs", "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul",
             head, input=nul_list(stale))
     journal.unlink(missing_ok=True)
+    return True

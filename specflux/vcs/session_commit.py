@@ -68,13 +68,14 @@ class SessionCommitter:
         """Commit the session's changes among `given` (root-relative paths; None: every path whose
         state differs from the baseline's) with `message`, as `Git.commit_session` says; `known`:
         HEAD and the status as they are now, where the caller has them."""
-        head, now = known if known is not None else read_status(self.run_bytes)
+        # first: a kill between a commit and its index update left entries that read as staged work
+        repaired = index_follows_head(self.git_dir, self.run)
+        head, now = known if known is not None and not repaired else read_status(self.run_bytes)
         session = sorted(now) if given is None else given
         take, merged, left_out = self._sort_out(baseline, now, session)
         partly = sorted(path for _, _, path in merged)
         notes = [_LEFT_OUT.format(path=p) if p in left_out else _PARTLY.format(path=p)
                  for p in sorted([*left_out, *partly])]  # fmt: skip
-        index_follows_head(self.git_dir, self.run)  # a kill between a commit and its index update, before
         sha = ""
         committed = sorted([*take, *partly])
         follow = [p for p in committed if now[p].index_is_head]
@@ -209,6 +210,7 @@ class SessionCommitter:
         whether that index became the user's (`_swap_in`: only with `may_swap`, every committed
         path's entry having been HEAD's in the user's index)."""
         temporary = self.git_dir / f"specflux-index.{os.getpid()}"
+        _remove_leftovers(self.git_dir)
         env = {"GIT_INDEX_FILE": str(temporary)}
         real = self._index_file()
         args = ["update-index", "--add", "--remove"]
@@ -249,6 +251,20 @@ class SessionCommitter:
         """The user's index file."""
         named = os.environ.get("GIT_INDEX_FILE")
         return self.root / named if named else self.git_dir / "index"
+
+
+def _remove_leftovers(git_dir: Path) -> None:
+    """The temporary indexes of session commits whose process was killed (each is named after its
+    process; every other session commit waits on the commit lock held here)."""
+    for leftover in git_dir.glob("specflux-index.*"):
+        pid = leftover.name.split(".")[1]
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                leftover.unlink(missing_ok=True)
+            except OSError:  # alive, another user's: not ours to remove
+                pass
 
 
 def _after(now: Mapping[str, StatusEntry], take: list[str], partly: list[str], follow: list[str],

@@ -762,8 +762,10 @@ def test_staged_entries_of_other_paths_with_an_agent_that_stages(project: Git, a
 
 
 @pytest.mark.parametrize("update", ["swap", "reset"])
+@pytest.mark.parametrize("next_path", ["E.txt", "B.txt"])
 def test_a_kill_between_a_session_commit_and_its_index_update_is_repaired_by_the_next_commit(project: Git,
-                                                                                             monkeypatch, update):
+                                                                                             monkeypatch, update,
+                                                                                             next_path):
     """The commit moves HEAD, then the user's index follows it (the index the commit was built in
     swapped in, or `git reset` where it cannot be); killed in between, the committed paths would
     show as a staged revert (and the user's next commit would undo the session)."""
@@ -792,11 +794,13 @@ def test_a_kill_between_a_session_commit_and_its_index_update_is_repaired_by_the
     assert status(root)["B.txt"] == "MM"  # HEAD has the agent's B, the index the old one: a staged revert
     git(root, "add", "D.txt")  # the user stages something of their own meanwhile
 
-    baseline = project.capture()
-    (root / "E.txt").write_text("the agent's E\n")
-    project.commit_session(baseline, ["E.txt"], "next session", {})
+    baseline = project.capture()  # (the next session's, which may change the same path again)
+    assert "B.txt" not in baseline.dirty  # repaired first: a stale entry is not taken for the user's work
+    (root / next_path).write_text("the agent's next version\n")
+    project.commit_session(baseline, [next_path], "next session", {})
 
-    assert "B.txt" not in status(root)  # repaired: the index follows HEAD for the session's path
+    assert git(root, "show", f"HEAD:{next_path}") == "the agent's next version\n"
+    assert "B.txt" not in status(root) and next_path not in status(root)  # the index follows HEAD
     assert status(root)["D.txt"] == "M "  # and what the user staged is left as it was
     assert not (root / ".git" / "specflux-index-follow.json").exists()
 
@@ -893,3 +897,18 @@ def test_what_a_session_commit_says_is_left_uncommitted_is_what_git_status_says(
     assert done.after is not None
     assert dirty_records(done.after) == dirty_records(project.status_entries()), case
     assert dirty_records(done.after, "sub") == dirty_records(project.status_entries(), "sub")
+
+
+def test_a_killed_session_commits_temporary_index_is_removed_by_the_next(project: Git):
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leftover = project.root / ".git" / f"specflux-index.{gone.stdout.strip()}"
+    leftover.write_bytes(b"DIRC")
+    live = project.root / ".git" / f"specflux-index.{os.getppid()}"  # a process still running: kept
+    live.write_bytes(b"DIRC")
+    baseline = project.capture()
+    (project.root / "B.txt").write_text("the agent's B\n")
+    project.commit_session(baseline, None, "session", {})
+    assert not leftover.exists() and live.exists()
