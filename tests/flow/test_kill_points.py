@@ -205,15 +205,16 @@ def test_kill_9_at_random_moments_then_resume(project, tmp_path, round_):
             kills += 1
         proc.communicate()
         assert proc.returncode in (0, -9), f"seed {seed}: exit {proc.returncode}: {proc.stderr}"
-        if any((project / ".specflux" / "runs").glob("run-*/events.jsonl")):  # killed before the run existed
-            command = ["flow", "resume"]                                       # (a loaded machine): start again
+        if not any((project / ".specflux" / "runs").glob("run-*/events.jsonl")):  # killed before the run existed
+            continue                                                               # (a loaded machine): start again
+        command = ["flow", "resume"]
         ticked_or_not(project)
         _st = specflux(project, "flow", "status", "--json")
         assert _st.returncode == 0, f"seed {seed}: flow status --json exited {_st.returncode}: {_st.stderr}"
         if json.loads(_st.stdout)["status"] == "completed":
             break
-    else:
-        done = resume(project, env)
+    else:  # (never killed after the run existed, on a very busy machine: started without a kill)
+        done = resume(project, env) if command[1] == "resume" else start(project, env, None)
         assert done.returncode == 0, done.stderr + done.stdout
     print(f"seed {seed}: {kills} kills")
     history = git(project, "status", "--porcelain", "--untracked-files=all", "--", ".specflux/runs")
