@@ -77,10 +77,10 @@ def test_one_clone_with_parallel_workers_in_worktrees_beside_a_worker_elsewhere(
     assert claims_on(bare) == []
 
 
-def test_a_config_write_waits_out_another_gits_lock_on_the_shared_config(tmp_path):
+def test_a_config_write_waits_out_another_gits_lock_on_the_shared_config(tmp_path, monkeypatch):
     """Worktrees share one .git/config and git fails a write at once while another git holds its
     lock: a crew's workers registering the merge driver together once failed that way."""
-    import threading
+    import time
 
     import pytest
 
@@ -91,8 +91,18 @@ def test_a_config_write_waits_out_another_gits_lock_on_the_shared_config(tmp_pat
     a = clone(str(bare), tmp_path / "a")
     lock = a / ".git" / "config.lock"
     lock.write_text("")
-    threading.Timer(0.3, lock.unlink).start()
+    waits = []
+    real_sleep = time.sleep
+
+    def the_other_git_finishes(seconds):  # while the writer waits (an event, not a time)
+        waits.append(seconds)
+        lock.unlink(missing_ok=True)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", the_other_git_finishes)
     Remote(a, "origin", "main").set_config("merge.specflux.name", "held a moment")
+    monkeypatch.setattr(time, "sleep", real_sleep)
+    assert waits  # it did wait, and wrote once the lock was gone
     assert git(a, "config", "merge.specflux.name").strip() == "held a moment"
     lock.write_text("")  # held for good: an error naming the setting, after a bounded wait
     with pytest.raises(GitError, match="config merge.specflux.name"):
