@@ -232,12 +232,12 @@ def _with_written(seen: "tuple[str, dict] | None", git, written: list[Path]) -> 
     from the work tree alike). None stays None."""
     if seen is None:
         return None
-    from specflux.vcs.status import StatusEntry, folder_in
+    from specflux.vcs.status import StatusEntry
 
     head, entries = seen
     entries = dict(entries)
     for path in written:
-        rel = folder_in(git.root, Path(path))
+        rel = git.inside(path)
         if not rel:
             return None  # outside the work tree (cannot be): read the status again
         entries.setdefault(rel, StatusEntry("??"))
@@ -255,9 +255,9 @@ def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None,
     report.changed = list(done.paths)
     report.notices += done.notes
     if done.after is not None:  # what is left uncommitted, known without asking git again
-        from specflux.vcs.status import dirty_records, folder_in
+        from specflux.vcs.status import dirty_records
 
-        under = folder_in(git.root, manager.ws.root)
+        under = git.inside(manager.ws.root)
         report.uncommitted = None if under is None else dirty_records(done.after, under)
 
 

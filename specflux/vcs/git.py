@@ -153,9 +153,14 @@ class Git:
 
         return read_status(self._git_raw)
 
-    def status_entries(self) -> dict:
-        """`git status` of every path it shows (path -> `vcs.status.StatusEntry`), renames split."""
-        return self.status()[1]
+    def inside(self, path: str | Path) -> str | None:
+        """`path` relative to the work tree, posix ("" for the work tree itself), or None when it
+        is outside."""
+        try:
+            rel = self._relative(path)
+        except GitError:
+            return None
+        return "" if rel == "." else rel
 
     def commit_session(
         self,

@@ -49,15 +49,6 @@ class StatusEntry:
         return "??" if self.untracked else self.xy.replace(".", " ")
 
 
-def folder_in(work_tree: Path, folder: Path) -> str | None:
-    """`folder`'s path inside `work_tree` ("" when they are one), or None when it is not inside."""
-    try:
-        under = Path(folder).resolve().relative_to(Path(work_tree).resolve()).as_posix()
-    except ValueError:
-        return None
-    return "" if under == "." else under
-
-
 def dirty_records(entries: Mapping[str, StatusEntry], under: str = "", outside: str = ".specflux") -> list[str]:
     """"XY path" (porcelain v1 letters, repository-relative path) of every path `read_status` shows
     under the folder `under` ("" for the whole work tree), `outside/` aside: what is uncommitted."""

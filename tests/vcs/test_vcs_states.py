@@ -895,8 +895,8 @@ def test_what_a_session_commit_says_is_left_uncommitted_is_what_git_status_says(
     if case == "partly":
         assert done.partly == ["A.txt"]
     assert done.after is not None
-    assert dirty_records(done.after) == dirty_records(project.status_entries()), case
-    assert dirty_records(done.after, "sub") == dirty_records(project.status_entries(), "sub")
+    assert dirty_records(done.after) == dirty_records(project.status()[1]), case
+    assert dirty_records(done.after, "sub") == dirty_records(project.status()[1], "sub")
 
 
 def test_a_killed_session_commits_temporary_index_is_removed_by_the_next(project: Git):

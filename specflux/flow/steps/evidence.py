@@ -49,14 +49,14 @@ def uncommitted(manager: "TaskStateManager") -> list[str] | None:
     `task_unchanged` read, asked of git once a step (or known from the step's session commit:
     `SessionReport.uncommitted`)."""
     from specflux.base.errors import GitError
-    from specflux.vcs.status import dirty_records, folder_in
+    from specflux.vcs.status import dirty_records
 
     git = manager.git
-    under = None if git is None else folder_in(git.root, manager.ws.root)
+    under = None if git is None else git.inside(manager.ws.root)
     if git is None or under is None:
         return None
     try:
-        return dirty_records(git.status_entries(), under)
+        return dirty_records(git.status()[1], under)
     except GitError:
         return None
 
