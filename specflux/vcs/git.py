@@ -12,10 +12,8 @@ user's own uncommitted edits, and leaves the user's index as it was.
 from __future__ import annotations
 
 import os
-import random
 import re
 import subprocess
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +22,7 @@ from pathlib import Path
 from specflux.base.errors import GitError
 from specflux.vcs.index_journal import index_follows_head
 from specflux.vcs.messages import LOG_FORMAT, RECORD, commit_message, parse_commit
-from specflux.vcs.process import BUSY, FULL_SHA, NO_MAINTENANCE, check, committed_sha, literal_pathspec, run_git
+from specflux.vcs.process import FULL_SHA, NO_MAINTENANCE, check, committed_sha, literal_pathspec, run_git, run_git_waiting
 from specflux.vcs.values import Baseline, Commit, SessionCommit
 
 
@@ -319,14 +317,7 @@ class Git:
         self, *args: str, env: Mapping[str, str] | None = None, input: bytes | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run git in the work tree, waiting (with backoff) while another git holds a lock."""
-        deadline = time.monotonic() + self.busy_wait
-        delay = 0.01
-        while True:
-            done = run_git(args, self.root, env=env, input=input)
-            if done.returncode == 0 or not BUSY.search(done.stderr) or time.monotonic() > deadline:
-                return done
-            time.sleep(delay * random.uniform(0.5, 1.5))
-            delay = min(delay * 2, 0.3)
+        return run_git_waiting(args, self.root, self.busy_wait, env=env, input=input)
 
     def _git_raw(
         self, *args: str, input: bytes | None = None

@@ -1,15 +1,17 @@
 """Running the git CLI: one process with English messages, and what its output means.
 
-`run_git` is the one place a git process starts from a path (`Git` runs its own through it, and
-retries while another git holds a lock: `BUSY`); `committed_sha` reads what `git commit` said,
+`run_git` is the one place a git process starts from a path (`Git` runs its own through it);
+`run_git_waiting` retries while another git holds a lock (`BUSY`); `committed_sha` reads what `git commit` said,
 telling "nothing to commit" and an unknown identity apart from a failure.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -23,8 +25,9 @@ IDENTITY_HELP = (
 _IDENTITY_MARKS = ("Please tell me who you are", "identity unknown", "unable to auto-detect",
                    "auto-detection is disabled", "empty ident name")  # fmt: skip
 _NOTHING_MARKS = ("nothing to commit", "nothing added to commit", "no changes added to commit")
-# Another git holds the index (or a ref), or committed between our reading HEAD and locking it.
-BUSY = re.compile(r"\.lock': File exists|cannot lock ref")
+# Another git holds the index (or a ref, or the config file), or committed between our reading
+# HEAD and locking it.
+BUSY = re.compile(r"\.lock': File exists|cannot lock ref|could not lock config file")
 _SUMMARY = re.compile(r"^\[.* ([0-9a-f]{40,64})\] ", re.MULTILINE)
 # The commit summary line then shows the whole sha (a 40-hex prefix in a SHA-256 repository).
 FULL_SHA = ("-c", "core.abbrev=40")
@@ -45,6 +48,21 @@ def run_git(
     )  # fmt: skip
     out, err = _text(done.stdout), _text(done.stderr)
     return subprocess.CompletedProcess(done.args, done.returncode, out, err)
+
+
+def run_git_waiting(
+    args: Sequence[str], cwd: Path, wait_s: float, env: Mapping[str, str] | None = None, input: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`run_git`, tried again (with backoff) for up to `wait_s` seconds while another git holds a
+    lock (`BUSY`): git fails at once rather than wait for it."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.01
+    while True:
+        done = run_git(args, cwd, env=env, input=input)
+        if done.returncode == 0 or not BUSY.search(done.stderr) or time.monotonic() > deadline:
+            return done
+        time.sleep(delay * random.uniform(0.5, 1.5))
+        delay = min(delay * 2, 0.3)
 
 
 def _text(data: bytes) -> str:

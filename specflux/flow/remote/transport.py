@@ -120,15 +120,9 @@ class Remote:
         """Write one local setting. Git locks the config file for a write and fails at once when
         another git holds it (a worktree's worker, the user's own `git config`): tried again for up
         to two seconds before that is an error."""
-        from specflux.vcs.process import check
+        from specflux.vcs.process import check, run_git_waiting
 
-        deadline = time.monotonic() + 2.0
-        while True:
-            done = self.git("config", "--local", key, value)
-            if not done.returncode or "could not lock config file" not in done.stderr or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        check(done, f"config {key}")
+        check(run_git_waiting(("config", "--local", key, value), self.root, 2.0), f"config {key}")
         self.config()[key.lower()] = value
 
     def url(self) -> str | None:
