@@ -171,12 +171,11 @@ def undo_changes(manager, git, baseline, report: "SessionReport", status: "tuple
     `status`: `git.status()` as it is now, where the caller has it. Returns how many paths were
     put back."""
     from specflux.vcs.process import run_git
-    from specflux.vcs.status import changed_paths, fingerprint
+    from specflux.vcs.status import changed_paths
 
     states = manager.ws.relative(manager.ws.states_dir)
-    now = git.status_snapshot() if status is None else {path: fingerprint(git.root / path) for path in status[1]}
     undone = 0
-    for rel in changed_paths(baseline.fingerprints, now):
+    for rel in changed_paths(baseline.fingerprints, git.status_snapshot(status)):
         path = git.root / rel
         if manager.ws.relative(path).startswith(states + "/"):
             continue  # task files: linted and put back by restore_broken

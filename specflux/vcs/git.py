@@ -221,21 +221,14 @@ class Git:
         found = self._log("--fixed-strings", "--all-match", *greps)  # a cheap prefilter
         return [c for c in found if all(c.trailers.get(k) == v for k, v in trailers.items())]
 
-    def status_snapshot(self) -> dict[str, str]:
-        """Fingerprint of every modified, untracked or deleted path (root-relative, posix)."""
+    def status_snapshot(self, status: tuple[str, dict] | None = None) -> dict[str, str]:
+        """Fingerprint of every modified, untracked or deleted path (root-relative, posix): the
+        paths of `status` (a `status()` the caller has), or of the status read now. The same
+        paths, read the same way, as a `Baseline`'s (`capture`)."""
         from specflux.vcs.status import fingerprint
 
-        done = self._git("--no-optional-locks", "status", "--porcelain=v1", "-z", "-uall")
-        check(done, "status")
-        paths: list[str] = []
-        entries = iter(done.stdout.split("\0"))
-        for entry in entries:
-            if not entry:
-                continue
-            paths.append(entry[3:].rstrip("/"))
-            if "R" in entry[:2] or "C" in entry[:2]:  # renames and copies carry the old path next
-                paths.append(next(entries))
-        return {path: fingerprint(self.root / path) for path in paths}
+        entries = (status or self.status())[1]
+        return {path: fingerprint(self.root / path) for path in entries}
 
     def _operation(self) -> tuple[str, str, str] | None:
         """(operation, how to finish it, how to abort it) for the operation in progress, or None."""
