@@ -232,12 +232,20 @@ class SessionCommitter:
                         args += ["--cacheinfo", f"{mode},{sha},{path}"]
                 else:  # a staged path HEAD does not have (only read-tree takes an entry out)
                     check(self.run("read-tree", "--reset", "HEAD", env=env), "read-tree")
-            for mode, sha, path in merged:
-                args += ["--cacheinfo", f"{mode},{sha},{path}"]
-            if take:
-                args += ["-z", "--stdin"]
-            check(self.run(*args, env=env, input=nul_list(take)), "update-index")
-            sha = committed_sha(self.run(*FULL_SHA, *NO_MAINTENANCE, "commit", "-m", message, env=env))
+            commit = (*FULL_SHA, *NO_MAINTENANCE, "commit", "-m", message)
+            if copied is not None and not merged and _in_index_as_head(now, take):
+                # every path is HEAD's in the index copied: `commit --include` stages them from the
+                # work tree and commits, one git process where update-index and commit are two
+                # (it stages no untracked file, hence only these)
+                sha = committed_sha(self.run("--literal-pathspecs", *commit, "--include", "--pathspec-from-file=-",
+                                             "--pathspec-file-nul", env=env, input=nul_list(take)))
+            else:
+                for mode, sha, path in merged:
+                    args += ["--cacheinfo", f"{mode},{sha},{path}"]
+                if take:
+                    args += ["-z", "--stdin"]
+                check(self.run(*args, env=env, input=nul_list(take)), "update-index")
+                sha = committed_sha(self.run(*commit, env=env))
             swapped = bool(sha) and may_swap and copied is not None and _swap_in(temporary, real, copied)
             return sha, swapped
         finally:
@@ -309,6 +317,12 @@ def _swap_in(built: Path, real: Path, copied: os.stat_result) -> bool:
         pass
     lock.unlink(missing_ok=True)
     return False
+
+
+def _in_index_as_head(now: Mapping[str, StatusEntry], paths: list[str]) -> bool:
+    """Whether each of `paths` (there are some) is tracked with HEAD's entry in the index, changed
+    in the work tree alone: what `git commit --include` stages as `update-index --add --remove` would."""
+    return bool(paths) and all(not now[p].untracked and now[p].xy[0] == "." for p in paths)
 
 
 def _resets(now: Mapping[str, StatusEntry], ours: set[str]) -> list[tuple[str, str, str]] | None:

@@ -837,6 +837,38 @@ def test_with_nothing_staged_the_index_a_session_commit_was_built_in_becomes_the
     git(root, "fsck", "--no-progress")  # (an index git reads without complaint)
 
 
+def test_a_session_that_changed_only_tracked_files_commits_in_one_git_process(project: Git, monkeypatch):
+    """Modified, deleted and made executable, each HEAD's in the index: `commit --include` stages
+    and commits them at once (no update-index); a new file needs update-index (--include stages
+    no untracked file), and a user's own edit stays out of both."""
+    root = project.root
+    (root / "D.txt").write_text("the user's own edit, not staged\n")
+    baseline = project.capture()
+    (root / "B.txt").write_text("the agent's B\n")
+    (root / "E.txt").unlink()
+    (root / "A.txt").chmod(0o755)
+    seen = _git_commands(monkeypatch)
+    done = project.commit_session(baseline, None, "session", {})
+    assert sorted(done.paths) == ["A.txt", "B.txt", "E.txt"]
+    assert not [args for args in seen if "update-index" in args or "reset" in args]
+    assert [args for args in seen if "commit" in args and "--include" in args]
+    assert git(root, "show", "HEAD:B.txt") == "the agent's B\n"
+    assert "E.txt" not in git(root, "ls-tree", "--name-only", "HEAD").split()
+    assert git(root, "ls-tree", "HEAD", "A.txt").split()[0] == "100755"
+    assert status(root) == {"D.txt": " M"}
+    assert git(root, "diff", "--cached", "--name-only") == ""
+    git(root, "fsck", "--no-progress")
+
+    baseline = project.capture()
+    (root / "B.txt").write_text("the agent's B again\n")
+    (root / "new.txt").write_text("a new file\n")
+    seen.clear()
+    assert sorted(project.commit_session(baseline, None, "session", {}).paths) == ["B.txt", "new.txt"]
+    assert [args for args in seen if "update-index" in args]
+    assert not [args for args in seen if "--include" in args]
+    assert files_in(root) == {"B.txt", "new.txt"} and status(root) == {"D.txt": " M"}
+
+
 def test_an_index_changed_or_locked_while_the_session_committed_is_updated_by_reset_instead(project: Git,
                                                                                             monkeypatch):
     """The swap is only made while the user's index is the one copied and no git holds its lock:
