@@ -9,14 +9,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specflux.agent.backend import SessionOutcome
-from specflux.agent.handoff import Handoff
 from specflux.agent.session_report import SessionReport
 from specflux.base.errors import SpecfluxError
 from specflux.format.document import TaskDocument
 from specflux.format.fields import USAGE_UNKNOWN, format_usage
 from specflux.format.model import SessionInput
+
+if TYPE_CHECKING:
+    from specflux.agent.handoff import Handoff
 
 
 def usage_line(outcome: SessionOutcome) -> str:
@@ -151,7 +154,7 @@ def settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, c
     if not complete:  # in a run the workflow accepts the task, not the agent
         out = doc.chain_output()
         if out is not None and out.summary:
-            from specflux.agent.handoff import ChainOutputIn
+            from specflux.agent.handoff import ChainOutputIn, Handoff
 
             last = next((s for s in reversed(doc.sessions()) if s.number == number), None)
             report.handoff = Handoff(did=(last.did if last and last.did else ["(see the task file)"]),

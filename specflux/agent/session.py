@@ -21,7 +21,6 @@ from specflux.base.files import deferred_interrupts
 from specflux.format.render import now_stamp
 from specflux.store.manager import commit_subject
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
-from specflux.agent.handoff import Handoff
 from specflux.agent.progress_entry import (
     handed_in_review,
     number_agents_entries,
@@ -36,6 +35,7 @@ from specflux.agent.pricing import Pricing, format_cost
 from specflux.agent.tools import Toolbox
 
 if TYPE_CHECKING:
+    from specflux.agent.handoff import Handoff
     from specflux.store.manager import TaskStateManager
     from specflux.agent.backend import Backend
     from specflux.agent.handin_channel import HandinChannel

@@ -4,9 +4,12 @@ entry, the task's status, the commit, and every notice to show."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from specflux.agent.backend import SessionOutcome
-from specflux.agent.handoff import Handoff
+
+if TYPE_CHECKING:
+    from specflux.agent.handoff import Handoff  # (pydantic: imported where a hand-off is read)
 
 
 @dataclass

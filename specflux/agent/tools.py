@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from specflux.agent.handoff import Handoff, TaskHooks
-from specflux.agent.handin import HandinError, Review, TaskPlan, check_review, check_tasks
 from specflux.base.errors import SpecfluxError
 
 if TYPE_CHECKING:  # the session runner imports the sandbox; Toolbox only calls it
+    from specflux.agent.handin import Review, TaskPlan
+    from specflux.agent.handoff import Handoff, TaskHooks
     from specflux.agent.sandbox import Sandbox
+    from specflux.agent.tool_inputs import EditIn, IndexIn, ListIn, PathIn, RunIn, SearchIn, WriteIn
 
 SKIP_DIRS = frozenset({".git"})
 # specflux's own bookkeeping: not the project's files, and different in every checkout (a listing
@@ -126,40 +125,6 @@ class ToolError(Exception):
     """A problem the model caused; becomes an error result, never escapes `Toolbox.call`."""
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class _Path(_In):
-    path: str
-
-
-class _List(_In):
-    path: str = "."
-
-
-class _Search(_List):
-    pattern: str
-
-
-class _Write(_Path):
-    content: str
-
-
-class _Edit(_Path):
-    old: str = Field(min_length=1)
-    new: str
-
-
-class _Run(_In):
-    command: str = Field(min_length=1)
-    timeout_s: float | None = Field(default=None, gt=0)
-
-
-class _Index(_In):
-    index: int
-
-
 def truncate(text: str, limit: int) -> str:
     """Keep the head and the tail of `text` within `limit` characters, saying what was cut."""
     if len(text) <= limit:
@@ -205,13 +170,12 @@ class Toolbox:
         self.ended: Handoff | None = None
         self.review: Review | None = None
         self.tasks: TaskPlan | None = None
-        # (input model, or None where the tool checks its raw input itself; what it does)
-        every: dict[str, tuple[type[BaseModel] | None, Callable[[Any], str]]] = {
-            "read_file": (_Path, self._read_file), "list_files": (_List, self._list_files),
-            "search": (_Search, self._search), "write_file": (_Write, self._write_file),
-            "edit_file": (_Edit, self._edit_file), "run_command": (_Run, self._run_command),
-            "check_criterion": (_Index, self._check_criterion), "end_session": (Handoff, self._end_session),
-            "submit_review": (None, self._submit_review), "submit_tasks": (None, self._submit_tasks),
+        # what each tool does, given its input checked by its model (tool_inputs.MODELS)
+        every: dict[str, Callable[[Any], str]] = {
+            "read_file": self._read_file, "list_files": self._list_files, "search": self._search,
+            "write_file": self._write_file, "edit_file": self._edit_file, "run_command": self._run_command,
+            "check_criterion": self._check_criterion, "end_session": self._end_session,
+            "submit_review": self._submit_review, "submit_tasks": self._submit_tasks,
         }
         self._tools = {spec["name"]: every[spec["name"]] for spec in ROLE_SPECS[role]}
 
@@ -229,7 +193,9 @@ class Toolbox:
         """Run tool `name`; every tool-level problem comes back as an error result."""
         if name not in self._tools:
             return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self._tools)}", True)
-        model, run = self._tools[name]
+        from specflux.agent.tool_inputs import MODELS, ValidationError
+
+        model, run = MODELS[name], self._tools[name]
         try:
             data = input if isinstance(input, dict) else {}
             return ToolResult(run(data if model is None else model.model_validate(data)))
@@ -280,7 +246,7 @@ class Toolbox:
 
     # -- the tools ---------------------------------------------------------------------------
 
-    def _read_file(self, a: _Path) -> str:
+    def _read_file(self, a: PathIn) -> str:
         real = self.resolve(a.path)
         if not real.is_file():
             raise ToolError(f"{a.path}: no such file")
@@ -293,7 +259,7 @@ class Toolbox:
                     "characters; use search or run_command to see the rest]")
         return text
 
-    def _list_files(self, a: _List) -> str:
+    def _list_files(self, a: ListIn) -> str:
         top = self.resolve(a.path)
         names = []
         for n, p in enumerate(self._walk(top)):
@@ -303,7 +269,7 @@ class Toolbox:
             names.append(self._show(p))
         return truncate("\n".join(names), self.output_limit) if names else "(no files)"
 
-    def _search(self, a: _Search) -> str:
+    def _search(self, a: SearchIn) -> str:
         try:
             regex = re.compile(a.pattern)
         except re.error as e:
@@ -331,14 +297,14 @@ class Toolbox:
                             "and end_session")
         return real
 
-    def _write_file(self, a: _Write) -> str:
+    def _write_file(self, a: WriteIn) -> str:
         real = self.writable(a.path)
         existed = real.exists()
         real.parent.mkdir(parents=True, exist_ok=True)
         real.write_text(a.content, encoding="utf-8", newline="")
         return f"{'replaced' if existed else 'created'} {a.path} ({len(a.content)} characters)"
 
-    def _edit_file(self, a: _Edit) -> str:
+    def _edit_file(self, a: EditIn) -> str:
         real = self.writable(a.path)
         if not real.is_file():
             raise ToolError(f"{a.path}: no such file")
@@ -355,7 +321,7 @@ class Toolbox:
         real.write_bytes(text.replace(old, new, 1).encode("utf-8"))
         return f"edited {a.path}"
 
-    def _run_command(self, a: _Run) -> str:
+    def _run_command(self, a: RunIn) -> str:
         timeout = min(a.timeout_s or self.command_timeout_s, self.command_timeout_s)
         from specflux.agent.environment import agent_env
 
@@ -404,7 +370,7 @@ class Toolbox:
 
         return f"--- stdout ---\n{show(out)}\n--- stderr ---\n{show(err)}"
 
-    def _check_criterion(self, a: _Index) -> str:
+    def _check_criterion(self, a: IndexIn) -> str:
         return self.hooks.check_criterion(a.index)
 
     def _end_session(self, handoff: Handoff) -> str:
@@ -415,6 +381,8 @@ class Toolbox:
         return message
 
     def _submit_review(self, data: dict) -> str:
+        from specflux.agent.handin import HandinError, check_review
+
         review = self._checked("submit_review", check_review, data)
         hook = getattr(self.hooks, "submit_review", None)
         if hook is not None:
@@ -426,6 +394,8 @@ class Toolbox:
         return "review recorded; stop now"
 
     def _submit_tasks(self, data: dict) -> str:
+        from specflux.agent.handin import check_tasks
+
         plan = self._checked("submit_tasks", check_tasks, data)
         hook = getattr(self.hooks, "submit_tasks", None)
         if hook is not None:
@@ -435,6 +405,8 @@ class Toolbox:
         return f"{count} task{'s' if count != 1 else ''} recorded; stop now"
 
     def _checked(self, name: str, check: Callable[[Any], Any], data: dict) -> Any:
+        from specflux.agent.handin import HandinError
+
         if self.handed_in:
             raise ToolError("you have already handed in; the session is over")
         try:

@@ -109,3 +109,37 @@ def test_the_default_config_file_means_the_defaults(tmp_path):
     path = tmp_path / "config.toml"
     path.write_text(DEFAULT_CONFIG + "\n# edited\n", encoding="utf-8")  # not byte-equal: really parsed
     assert load_config(path) == Config()
+
+
+FIRST_AGENT_PROBE = """
+import json, sys
+from specflux.agent import command_backend
+from specflux.cli.main import main
+argv, report = json.loads(sys.argv[1]), sys.argv[2]
+seen = []
+real = command_backend.CommandBackend._run
+def _run(self, *args, **kwargs):  # the moment each agent process is started
+    seen.append((self.role, sorted(m for m in sys.modules if m.split(".")[0] in ("pydantic", "pydantic_core"))))
+    return real(self, *args, **kwargs)
+command_backend.CommandBackend._run = _run
+rc = main(argv)
+with open(report, "w") as f:
+    json.dump({"rc": rc, "seen": seen}, f)
+"""
+
+
+def test_a_runs_first_agent_cli_starts_before_pydantic_is_imported(git_repo, tmp_path):
+    """Building pydantic's models is ~0.1 s of CPU: a run's first coder (an agent CLI, which calls
+    no tool) starts without it; the tools' input models and the hand-off load when first read."""
+    root = git_repo
+    assert main(["init", str(root)]) == 0
+    assert main(["--root", str(root), "new", "Write a file", "--ac", "it exists"]) == 0
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=root, check=True)
+    report = tmp_path / "report.json"
+    argv = ["--root", str(root), "flow", "start", "--agent", "command", "--no-sandbox", "--cmd", "echo done > out.txt"]
+    done = subprocess.run([sys.executable, "-c", FIRST_AGENT_PROBE, json.dumps(argv), str(report)], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert report.exists(), done.stderr
+    seen = json.loads(report.read_text())["seen"]
+    assert seen and seen[0] == ["coder", []], seen

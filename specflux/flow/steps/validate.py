@@ -39,7 +39,7 @@ ISSUE_TAIL_LINES = 15      # output lines quoted in issues() when no failed test
 KILL_GRACE_S = 5           # how long to wait for output to end once the command's group is killed
 
 # Never handed to the test command: the tests may have been written by the agent under review.
-# Repeats specflux.agent.tools.SECRET_ENV (a test checks): importing it would load pydantic.
+# Repeats specflux.agent.tools.SECRET_ENV (a test checks): `specflux validate` needs no agent tools.
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
 # Exit codes with which a POSIX shell says the command itself could not be run.
