@@ -5,20 +5,31 @@ deleted (with what a person committed to it meanwhile), and whatever a reviewer'
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specflux.agent.session_report import SessionReport
 from specflux.base.errors import SpecfluxError
 from specflux.format.document import TaskDocument
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 class TaskFiles(dict):
     """Every task file's bytes before a session ({path: bytes}), to put back any the session
     breaks, with what tells after it which of them may have changed without reading them all
-    again (at 1,000 tasks, reading every file twice was half of a session's own time)."""
+    again (at 1,000 tasks, reading every file twice was half of a session's own time).
+
+    Where git knows a file was clean before the session (`clean`: committed, as in HEAD and the
+    index, by the session's baseline status) its bytes are not read: they are HEAD's, and are
+    asked of git (`at_head`) only if the file changed and must be compared or put back, which a
+    run's guarded session rarely meets. A file that may change unseen (written within RACY_NS of
+    the snapshot), or that `own` names (the session writes its own task file), is read now."""
 
     RACY_NS = 2_000_000_000  # a file changed this close to the snapshot is read again after it
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, clean: "Callable[[Path], bool] | None" = None,
+                 at_head: "Callable[[Path], bytes | None] | None" = None, own: Path | None = None):
         super().__init__()
         import os
         import time
@@ -27,6 +38,8 @@ class TaskFiles(dict):
 
         self.folder = folder
         self.stats: dict[Path, tuple[int, int, int, int]] = {}
+        self._at_head = at_head
+        self._later: set[Path] = set()  # clean files whose bytes are HEAD's, asked of git when needed
         self.taken_ns = time.time_ns()
         try:
             entries = [e for e in os.scandir(folder) if STATE_FILE.fullmatch(e.name)]
@@ -34,6 +47,18 @@ class TaskFiles(dict):
             entries = []
         for entry in entries:
             path = Path(entry.path)
+            if clean is not None and at_head is not None and path != own:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                import stat as kinds
+
+                if kinds.S_ISREG(st.st_mode) and st.st_ctime_ns < self.taken_ns - self.RACY_NS and clean(path):
+                    self._later.add(path)
+                    dict.__setitem__(self, path, b"")
+                    self.stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                    continue
             try:
                 with open(entry.path, "rb") as f:
                     st = os.fstat(f.fileno())
@@ -41,6 +66,22 @@ class TaskFiles(dict):
             except OSError:
                 continue  # unreadable (a folder, no permission): nothing to put back
             self.stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def get(self, path, default=None):
+        if path in self._later:
+            self._later.discard(path)
+            found = self._at_head(path)
+            if found is None:  # (gone from git meanwhile: nothing to put back)
+                dict.pop(self, path, None)
+                return default
+            dict.__setitem__(self, path, found)
+        return dict.get(self, path, default)
+
+    def __getitem__(self, path):
+        found = self.get(path, _MISSING)
+        if found is _MISSING:
+            raise KeyError(path)
+        return found
 
     def changed(self) -> set[Path]:
         """The task files that may differ from their bytes before: new, gone, or whose inode,
@@ -65,9 +106,24 @@ class TaskFiles(dict):
         return {path for path in set(self) | set(now) if now.get(path) != self.stats.get(path)} | racy
 
 
-def task_file_bytes(manager) -> TaskFiles:
-    """Every task file's bytes before a session (`TaskFiles`)."""
-    return TaskFiles(manager.ws.states_dir)
+_MISSING = object()
+
+
+def task_file_bytes(manager, baseline=None, own: str | None = None) -> TaskFiles:
+    """Every task file's bytes before a session (`TaskFiles`); with the session's `baseline`
+    (`Git.capture`), those it shows clean are HEAD's, read from git only where needed, and the
+    task `own` (its file, which the session writes) is read now."""
+    git = manager.git
+    folder = git.inside(manager.ws.states_dir) if git is not None else None
+    if baseline is None or folder is None or not baseline.head:
+        return TaskFiles(manager.ws.states_dir)
+    dirty, prefix = baseline.dirty, f"{folder}/" if folder else ""
+
+    def clean(path: Path) -> bool:
+        return prefix + path.name not in dirty
+
+    return TaskFiles(manager.ws.states_dir, clean, lambda path: git.committed_bytes(path, baseline.head),
+                     manager.ws.task_path(own) if own is not None else None)
 
 
 def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", baseline=None,

@@ -136,7 +136,7 @@ def run_session(
         import json
 
         atomic_write(baseline_path, json.dumps(baseline.to_json()), sync=False)  # (a power cut redoes the step)
-    task_files = task_file_bytes(manager)
+    task_files = task_file_bytes(manager, baseline, task_id)
     guarded = None
     if guard:  # a run's agent writes only its task: the rest of the workspace as it is now
         from specflux.agent.protected import snapshot

@@ -212,8 +212,13 @@ class Git:
 
     def committed_text(self, path: str | Path, rev: str = "HEAD") -> str | None:
         """The text of `path` in `rev` as it would be checked out, or None where it is not."""
+        data = self.committed_bytes(path, rev)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def committed_bytes(self, path: str | Path, rev: str = "HEAD") -> bytes | None:
+        """The bytes of `path` in `rev` as it would be checked out, or None where it is not."""
         done = self._git_raw("cat-file", "--filters", f"{rev}:{self._relative(path)}")
-        return None if done.returncode else done.stdout.decode("utf-8", "replace")
+        return None if done.returncode else done.stdout
 
     def find_commits(self, trailers: Mapping[str, str]) -> list[Commit]:
         """Commits whose trailers hold every given key/value, newest first."""

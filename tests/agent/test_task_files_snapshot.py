@@ -53,3 +53,71 @@ def test_a_rewrite_that_leaves_every_time_as_it_was_is_caught_by_the_racy_rule(t
     assert snap[path] == b"# Task 1\n" and path in snap.changed()
     snap.taken_ns = snap.stats[path][3] + 10 * TaskFiles.RACY_NS  # long after: not racy, and so not seen
     assert path not in snap.changed()
+
+
+def test_files_git_knows_clean_are_read_from_git_only_when_they_must_be(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(TaskFiles, "RACY_NS", 0)  # every file written before the snapshot is past the racy rule
+    folder = folder_of(tmp_path, 4)
+    asked: list[str] = []
+
+    def at_head(path: Path) -> bytes:
+        asked.append(path.name)
+        return f"# {path.name} at HEAD\n".encode()
+
+    own = folder / "task-4-state.md"
+    snap = TaskFiles(folder, clean=lambda path: path.name != "task-3-state.md", at_head=at_head, own=own)
+    assert set(snap) == {folder / f"task-{n}-state.md" for n in range(1, 5)}
+    assert snap[folder / "task-3-state.md"] == b"# Task 3\n" and snap[own] == b"# Task 4\n"  # dirty, own: read
+    assert asked == []
+    (folder / "task-1-state.md").unlink()
+    assert snap.changed() == {folder / "task-1-state.md"}
+    assert snap.get(folder / "task-1-state.md") == b"# task-1-state.md at HEAD\n"
+    assert snap.get(folder / "task-1-state.md") == b"# task-1-state.md at HEAD\n" and asked == ["task-1-state.md"]
+    assert "task-2-state.md" not in asked
+
+
+def test_a_session_puts_back_a_clean_file_from_git_and_a_dirty_one_with_the_users_edit(git_repo: Path, monkeypatch):
+    """The agent deletes two other tasks' files: one the person had edited (uncommitted), which
+    comes back with that edit byte for byte (its bytes were read before the session), and one
+    committed and untouched, which comes back as HEAD has it (asked of git)."""
+    import subprocess
+
+    from specflux.agent.command_backend import CommandBackend
+    from specflux.agent.session import run_session
+    from specflux.cli.main import main
+    from specflux.store.manager import TaskStateManager
+    from specflux.store.workspace import Workspace
+
+    root = git_repo
+    assert main(["init", str(root)]) == 0
+    for n in (1, 2, 3):
+        assert main(["--root", str(root), "new", f"Task {n}", "--ac", "done"]) == 0
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=root, check=True)
+    states = root / ".specflux" / "task-states"
+    edited = states / "task-2-state.md"
+    edited.write_bytes(edited.read_bytes().replace(b"## Requirements", b"## Requirements\n\nThe person's own words."))
+    users, committed = edited.read_bytes(), (states / "task-3-state.md").read_bytes()
+    monkeypatch.setattr(TaskFiles, "RACY_NS", 0)
+    asked: list[str] = []
+    real = TaskFiles.get
+
+    def get(self, path, default=None):
+        if path in self._later:
+            asked.append(path.name)
+        return real(self, path, default)
+
+    monkeypatch.setattr(TaskFiles, "get", get)
+    agent = CommandBackend("rm .specflux/task-states/task-2-state.md .specflux/task-states/task-3-state.md; "
+                           "echo built > out.txt", timeout_s=60, sandbox="off", stream=False)
+    report = run_session(TaskStateManager(Workspace(root)), "1", agent, edits_task_file=True, guard=True,
+                         say=lambda line: None)
+    assert edited.read_bytes() == users
+    assert (states / "task-3-state.md").read_bytes() == committed
+    assert asked == ["task-3-state.md"]  # the clean file came from git; the edited one was read before
+    assert any("task-2-state.md" in n for n in report.notices) and any("task-3-state.md" in n for n in report.notices)
+    shown = subprocess.run(["git", "show", "--name-only", "--format=", "HEAD"], cwd=root, capture_output=True,
+                           text=True, check=True).stdout.split()
+    assert "out.txt" in shown and not {".specflux/task-states/task-2-state.md", ".specflux/task-states/task-3-state.md"} & set(shown)
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
+    assert " M .specflux/task-states/task-2-state.md" in status.splitlines()  # still the person's, uncommitted
