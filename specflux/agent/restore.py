@@ -32,12 +32,14 @@ class TaskFiles(dict):
                  at_head: "Callable[[Path], bytes | None] | None" = None, own: Path | None = None):
         super().__init__()
         import os
+        import stat as kinds
         import time
 
         from specflux.store.workspace import STATE_FILE
 
         self.folder = folder
         self.stats: dict[Path, tuple[int, int, int, int]] = {}
+        self.unsure: set[Path] = set()  # files the file system's clock was not seen past (clock_passed)
         self._at_head = at_head
         self._later: set[Path] = set()  # clean files whose bytes are HEAD's, asked of git when needed
         self.taken_ns = time.time_ns()
@@ -52,9 +54,7 @@ class TaskFiles(dict):
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                import stat as kinds
-
-                if kinds.S_ISREG(st.st_mode) and st.st_ctime_ns < self.taken_ns - self.RACY_NS and clean(path):
+                if kinds.S_ISREG(st.st_mode) and not self._racy(path, st) and clean(path):
                     self._later.add(path)
                     dict.__setitem__(self, path, b"")
                     self.stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
@@ -66,6 +66,19 @@ class TaskFiles(dict):
             except OSError:
                 continue  # unreadable (a folder, no permission): nothing to put back
             self.stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            self._racy(path, st)
+
+    def _racy(self, path: Path, st) -> bool:
+        """Whether a change to `path` could leave its stat as `st` is (noting it in `unsure`): not
+        where a write of this process has shown the file system's clock past its times
+        (`clock_passed`: a run's session writes its baseline just before), nor where its change
+        time is RACY_NS old."""
+        from specflux.base.files import clock_passed
+
+        if clock_passed(st):
+            return False
+        self.unsure.add(path)
+        return st.st_ctime_ns >= self.taken_ns - self.RACY_NS
 
     def get(self, path, default=None):
         if path in self._later:
@@ -85,8 +98,9 @@ class TaskFiles(dict):
 
     def changed(self) -> set[Path]:
         """The task files that may differ from their bytes before: new, gone, or whose inode,
-        size or times moved; also those changed within RACY_NS of the snapshot, whose same-size
-        rewrite in the file system's same clock tick would leave every time as it was."""
+        size or times moved; also those changed within RACY_NS of the snapshot and not known to be
+        behind the file system's clock then (`unsure`), whose same-size rewrite in the file
+        system's same clock tick would leave every time as it was."""
         import os
 
         from specflux.store.workspace import STATE_FILE
@@ -102,7 +116,7 @@ class TaskFiles(dict):
                         now[Path(entry.path)] = None
         except OSError:
             return set(self) | set(now)
-        racy = {path for path, key in self.stats.items() if key[3] >= self.taken_ns - self.RACY_NS}
+        racy = {path for path in self.unsure if path in self.stats and self.stats[path][3] >= self.taken_ns - self.RACY_NS}
         return {path for path in set(self) | set(now) if now.get(path) != self.stats.get(path)} | racy
 
 

@@ -121,3 +121,28 @@ def test_a_session_puts_back_a_clean_file_from_git_and_a_dirty_one_with_the_user
     assert "out.txt" in shown and not {".specflux/task-states/task-2-state.md", ".specflux/task-states/task-3-state.md"} & set(shown)
     status = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout
     assert " M .specflux/task-states/task-2-state.md" in status.splitlines()  # still the person's, uncommitted
+
+
+def test_a_file_the_file_systems_clock_has_passed_is_not_read_again(tmp_path: Path):
+    """A write of this process after the files' last change shows the file system's clock past
+    their times (base/files.py clock_passed): a later change gives them a later change time, so
+    they are named only if their stat moved, even within RACY_NS of the snapshot."""
+    import time
+
+    from specflux.base.files import atomic_write
+
+    folder = tmp_path / "task-states"
+    folder.mkdir()
+    for n in (1, 2):
+        (folder / f"task-{n}-state.md").write_text(f"# Task {n}\n")
+    time.sleep(0.05)  # past the file system's clock tick (a few ms where it is coarse)
+    atomic_write(tmp_path / "baseline.json", "{}", sync=False)  # as a run's session writes its baseline
+    snap = TaskFiles(folder)
+    assert snap.unsure == set() and snap.changed() == set()
+    time.sleep(0.05)
+    (folder / "task-1-state.md").write_text("# Task X\n")  # the same size, a later change time
+    assert snap.changed() == {folder / "task-1-state.md"}
+    fresh = folder / "task-3-state.md"
+    fresh.write_text("# Task 3\n")  # changed, like task 1, after the clock was last seen: unsure, so racy
+    later = TaskFiles(folder)
+    assert later.unsure == {fresh, folder / "task-1-state.md"} and fresh in later.changed()
