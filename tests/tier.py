@@ -58,6 +58,7 @@ FAST = (
     # flow: workflow files, specs, conditions, the validate step, and one whole run with retries
     "tests/flow/test_workflow_file.py",
     "tests/flow/test_specs.py",
+    "tests/flow/test_attempts.py",
     "tests/flow/test_engine_lean.py",
     "tests/flow/test_fast_conditions.py",
     "tests/flow/test_validate.py",

@@ -105,19 +105,23 @@ class TaskFiles(dict):
 
         from specflux.store.workspace import STATE_FILE
 
-        now: dict[Path, tuple[int, int, int, int] | None] = {}
+        now: dict[str, tuple[int, int, int, int] | None] = {}  # by name: a Path only for what moved
         try:
             for entry in os.scandir(self.folder):
                 if STATE_FILE.fullmatch(entry.name):
                     try:
                         st = entry.stat(follow_symlinks=False)
-                        now[Path(entry.path)] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                        now[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
                     except OSError:
-                        now[Path(entry.path)] = None
+                        now[entry.name] = None
         except OSError:
-            return set(self) | set(now)
-        racy = {path for path in self.unsure if path in self.stats and self.stats[path][3] >= self.taken_ns - self.RACY_NS}
-        return {path for path in set(self) | set(now) if now.get(path) != self.stats.get(path)} | racy
+            return set(self) | {self.folder / name for name in now}
+        before = {path.name: path for path in self}
+        moved = {before.get(name) or self.folder / name for name, key in now.items()
+                 if name not in before or key != self.stats.get(before[name])}
+        moved |= {path for name, path in before.items() if name not in now}
+        return moved | {path for path in self.unsure
+                        if path in self.stats and self.stats[path][3] >= self.taken_ns - self.RACY_NS}
 
 
 _MISSING = object()

@@ -161,9 +161,15 @@ class Roles:
             dirty = uncommitted(self.manager)
         tree = work_tree_fingerprint(self.manager, dirty)
         exited = None if timed_out else agent_failed(done)
+        validation = None
+        if not timed_out and not exited and self._attempts.surely_changed(self.manager.git, state, task_id, done):
+            validation = self._run_tests()  # while the diff is taken (the reviewer's, and what says "changed")
         unchanged = not timed_out and not exited and not self._changed_in_run(task_id, state) \
             and task_unchanged(self.manager, self.run.id, task_id, dirty) and expects_change(self.manager, task_id)
-        validation = None if timed_out or exited or unchanged else self._run_tests()
+        if unchanged:
+            validation = None
+        elif validation is None and not timed_out and not exited:
+            validation = self._run_tests()
         if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
             checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
         elif exited:  # its CLI failed: a failed attempt, whatever its task file or the tests say
@@ -230,7 +236,7 @@ class Roles:
             "notices": list(report.notices),
             "stop": report.stop, "ok": report.ok, "session": report.session, "commit": report.commit,
             "error": report.error, "usage": _usage(report), "code": _code_summary(report), "review": report.review,
-            "uncommitted": report.uncommitted,
+            "uncommitted": report.uncommitted, "changed": list(report.changed),
             **handin_summary(received, self.run, step),
             "handoff": None if handoff is None else {
                 "did": list(handoff.did),
