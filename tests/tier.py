@@ -59,6 +59,7 @@ FAST = (
     "tests/flow/test_workflow_file.py",
     "tests/flow/test_specs.py",
     "tests/flow/test_attempts.py",
+    "tests/flow/test_holds_read.py",
     "tests/flow/test_engine_lean.py",
     "tests/flow/test_fast_conditions.py",
     "tests/flow/test_validate.py",

@@ -85,15 +85,36 @@ def resolve(dirs: GitDirs, ref: str) -> str | None:
         return text.decode()
     if text:
         return None  # symbolic, or not a sha
+    return _packed(dirs.common / "packed-refs").get(ref)
+
+
+_PACKED: dict[Path, tuple[tuple[int, int, int, int], dict[str, str]]] = {}  # parsed, while its stat holds
+
+
+def _packed(path: Path) -> dict[str, str]:
+    """{ref: sha} of a `packed-refs` file (peeled `^` lines aside), read again only when its
+    stat moved (git rewrites it whole, through a lock file renamed over it: a new inode)."""
     try:
-        with open(dirs.common / "packed-refs", "rb") as packed:
-            wanted = b" " + ref.encode() + b"\n"
-            for line in packed:
-                if line.endswith(wanted) and _SHA.fullmatch(line[:40]):
-                    return line[:40].decode()
+        st = os.stat(path)
     except OSError:
-        pass
-    return None
+        return {}
+    key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    known = _PACKED.get(path)
+    if known is not None and known[0] == key:
+        return known[1]
+    refs: dict[str, str] = {}
+    try:
+        with open(path, "rb") as packed:
+            for line in packed:
+                sha, _, name = line.rstrip(b"\n").partition(b" ")
+                if name and _SHA.fullmatch(sha):
+                    refs[name.decode(errors="replace")] = sha.decode()
+    except OSError:
+        return {}
+    if len(_PACKED) > 16:
+        _PACKED.clear()
+    _PACKED[path] = (key, refs)
+    return refs
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,24 @@ def test_packed_refs_and_a_merge_commit(git_repo: Path):
     assert header.parents == git_commit_header(git_repo, found[1])[1] and side in header.parents
 
 
+def test_packed_refs_are_read_again_when_git_rewrites_them(git_repo: Path):
+    """packed-refs is parsed once and reused while its stat holds: a tag packed later (which makes
+    the branch's name ambiguous) and a branch packed after a new commit are both seen."""
+    commit(git_repo, "a.txt")
+    git(git_repo, "pack-refs", "--all")
+    dirs = GitDirs.of(git_repo)
+    assert head(dirs) == git_head(git_repo)
+    assert head(dirs) == git_head(git_repo)  # (from the parsed file)
+    sha = commit(git_repo, "b.txt")
+    git(git_repo, "pack-refs", "--all")
+    assert not (git_repo / ".git" / "refs" / "heads" / "main").exists()
+    assert head(dirs) == git_head(git_repo) == ("main", sha)
+    git(git_repo, "tag", "main")
+    git(git_repo, "pack-refs", "--all")
+    assert not (git_repo / ".git" / "refs" / "tags" / "main").exists()
+    assert head(dirs) is None  # ambiguous now, as git says
+
+
 def test_a_packed_object_or_a_detached_head_or_an_ambiguous_name_is_left_to_git(git_repo: Path):
     sha = commit(git_repo, "a.txt")
     git(git_repo, "gc", "-q")

@@ -49,6 +49,7 @@ class Holds:
     def __init__(self, ws: "Workspace"):
         self.ws = ws
         self.dir = ws.private_dir / "holds"
+        self._read: dict[Path, tuple[tuple[int, int, int, int], dict]] = {}  # hold_of's, while the stat holds
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -152,11 +153,23 @@ class Holds:
     def hold_of(self, task_id: str) -> dict | None:
         """The hold on `task_id` as it is written (run, pid, started, host), live or not; None when
         there is none (or it cannot be read)."""
+        from specflux.base.files import clock_passed
+
+        path = self._path(task_id)
         try:
-            hold = json.loads(self._path(task_id).read_text(encoding="utf-8"))
+            st = os.stat(path)
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            known = self._read.get(path)
+            if known is not None and known[0] == key:
+                return dict(known[1])  # a run re-checks each hold every step: a stat, not a read
+            hold = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return hold if isinstance(hold, dict) else None
+        if not isinstance(hold, dict):
+            return None
+        if clock_passed(st):  # any later write gives it a later change time: its stat tells
+            self._read[path] = (key, dict(hold))
+        return hold
 
 
 def describe(held: dict[str, str]) -> str:
