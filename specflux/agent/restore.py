@@ -96,6 +96,12 @@ class TaskFiles(dict):
             raise KeyError(path)
         return found
 
+    def items(self):  # (each value read as `get` reads it: none is left b"")
+        return [(path, self[path]) for path in list(self)]
+
+    def values(self):
+        return [self[path] for path in list(self)]
+
     def changed(self) -> set[Path]:
         """The task files that may differ from their bytes before: new, gone, or whose inode,
         size or times moved; also those changed within RACY_NS of the snapshot and not known to be

@@ -74,6 +74,7 @@ def test_files_git_knows_clean_are_read_from_git_only_when_they_must_be(tmp_path
     assert snap.get(folder / "task-1-state.md") == b"# task-1-state.md at HEAD\n"
     assert snap.get(folder / "task-1-state.md") == b"# task-1-state.md at HEAD\n" and asked == ["task-1-state.md"]
     assert "task-2-state.md" not in asked
+    assert dict(snap.items())[folder / "task-2-state.md"] == b"# task-2-state.md at HEAD\n"  # never b""
 
 
 def test_a_session_puts_back_a_clean_file_from_git_and_a_dirty_one_with_the_users_edit(git_repo: Path, monkeypatch):
