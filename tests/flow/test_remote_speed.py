@@ -76,9 +76,26 @@ def test_a_claim_lost_to_another_worker_moves_on_to_the_next_task_at_once(tmp_pa
         probe.say = lines.append
         with pytest.raises(_Claimed):
             probe.run()
-    assert probe.took == ("2", "wa"), lines
+    assert probe.took in (("2", "wa"), ("3", "wa")), lines  # one of the next ones (_spread)
     assert len(fetches) == 1 and naps == [], (fetches, naps, lines)  # no sleep, no second fetch in between
     assert "task 1: another worker claimed it first" in lines
+
+
+def test_workers_that_lost_a_claim_spread_over_the_next_ready_tasks(monkeypatch):
+    """The next try after a lost race is one of the next SPREAD ready tasks, at random, and every
+    candidate is still tried once; takeovers of stale claims stay after the ready tasks."""
+    from specflux.flow.remote import worker
+
+    candidates = ["1", "2", "3", "4", "5", "6", "stale-9"]
+    monkeypatch.setattr(worker.random, "randrange", lambda n: n - 1)  # the farthest allowed
+    worker._spread(candidates, 1, 6)
+    assert candidates == ["1", "5", "2", "3", "4", "6", "stale-9"]  # within the next SPREAD = 4
+    worker._spread(candidates, 5, 6)  # the last ready one: nothing to spread
+    worker._spread(candidates, 6, 6)  # takeovers: never moved ahead
+    assert candidates == ["1", "5", "2", "3", "4", "6", "stale-9"]
+    monkeypatch.setattr(worker.random, "randrange", lambda n: 0)
+    worker._spread(candidates, 2, 6)
+    assert sorted(candidates) == ["1", "2", "3", "4", "5", "6", "stale-9"] and candidates[2] == "2"
 
 
 def test_a_worker_fetches_once_a_task_and_runs_git_maintenance_only_when_it_stops(tmp_path):
