@@ -63,6 +63,10 @@ def put_back(manager: "TaskStateManager", own_task: str, task_files: dict[Path, 
         data = _read(path)
         if data == old:
             continue
+        if path in getattr(task_files, "unknown", ()):
+            notices.append(f"{ws.relative(path)}: another task's file changed during the session, and its bytes "
+                           "from before could not be read from git: left as it is; check it (`git diff`)")
+            continue
         if old is not None:
             text = good_version(path, old.decode("utf-8", "surrogateescape"))
             if data is not None and data.decode("utf-8", "surrogateescape") == text:

@@ -23,8 +23,10 @@ class TaskFiles(dict):
     Where git knows a file was clean before the session (`clean`: committed, as in HEAD and the
     index, by the session's baseline status) its bytes are not read: they are HEAD's, and are
     asked of git (`at_head`) only if the file changed and must be compared or put back, which a
-    run's guarded session rarely meets. A file that may change unseen (written within RACY_NS of
-    the snapshot), or that `own` names (the session writes its own task file), is read now."""
+    run's guarded session rarely meets. A file whose change could leave its stat as it was (the
+    file system's clock not seen past its times, and changed within RACY_NS), or that `own` names
+    (the session writes its own task file), is read now. A file whose bytes git could not give
+    after all is in `unknown`: it was there, and is left as it is."""
 
     RACY_NS = 2_000_000_000  # a file changed this close to the snapshot is read again after it
 
@@ -42,6 +44,7 @@ class TaskFiles(dict):
         self.unsure: set[Path] = set()  # files the file system's clock was not seen past (clock_passed)
         self._at_head = at_head
         self._later: set[Path] = set()  # clean files whose bytes are HEAD's, asked of git when needed
+        self.unknown: set[Path] = set()  # files that were there, whose bytes git could not give
         self.taken_ns = time.time_ns()
         try:
             entries = [e for e in os.scandir(folder) if STATE_FILE.fullmatch(e.name)]
@@ -84,10 +87,12 @@ class TaskFiles(dict):
         if path in self._later:
             self._later.discard(path)
             found = self._at_head(path)
-            if found is None:  # (gone from git meanwhile: nothing to put back)
-                dict.pop(self, path, None)
+            if found is None:  # git could not give them: the file was there, its bytes are not known
+                self.unknown.add(path)
                 return default
             dict.__setitem__(self, path, found)
+        if path in self.unknown:
+            return default
         return dict.get(self, path, default)
 
     def __getitem__(self, path):
@@ -178,6 +183,10 @@ def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", 
             continue
         problems = ["deleted during the session"] if data is None else _problems(manager, path, data, lint_document)
         if not problems:
+            continue
+        if path in getattr(before, "unknown", ()):
+            report.notices.append(f"{rel}: {problems[0]}; its bytes from before the session could not be read "
+                                  "from git, so it is left as it is: check it (`git diff`, `git checkout`)")
             continue
         if old is None:
             path.unlink(missing_ok=True)

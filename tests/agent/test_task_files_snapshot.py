@@ -147,3 +147,14 @@ def test_a_file_the_file_systems_clock_has_passed_is_not_read_again(tmp_path: Pa
     fresh.write_text("# Task 3\n")  # changed, like task 1, after the clock was last seen: unsure, so racy
     later = TaskFiles(folder)
     assert later.unsure == {fresh, folder / "task-1-state.md"} and fresh in later.changed()
+
+
+def test_a_clean_file_whose_bytes_git_cannot_give_is_left_as_it_is(tmp_path: Path, monkeypatch):
+    """It was there before (not a new file to remove): `unknown`, and its old bytes None."""
+    monkeypatch.setattr(TaskFiles, "RACY_NS", 0)
+    folder = folder_of(tmp_path, 2)
+    snap = TaskFiles(folder, clean=lambda path: True, at_head=lambda path: None)
+    (folder / "task-1-state.md").write_text("changed\n")
+    assert folder / "task-1-state.md" in snap.changed()
+    assert snap.get(folder / "task-1-state.md") is None and snap.unknown == {folder / "task-1-state.md"}
+    assert folder / "task-1-state.md" in snap and snap.get(folder / "task-1-state.md") is None
