@@ -348,28 +348,30 @@ class CommandBackend:
 
     def _run(self, request: SessionRequest, argv: list[str], full_env: dict[str, str], stdin: bytes, root,
              elapsed) -> SessionOutcome:
-        proc = subprocess.Popen(argv, cwd=root, env=full_env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         out = OutputTail()
         metered = _Metered(out, UsageMeter(self.usage_kind, model=self.model), request)
         err_tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
-        threads = [
-            threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True),
-            threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, metered, self.prefix),
-                             daemon=True),
-            threading.Thread(target=_pump, args=(proc.stderr, sys.stderr if self.stream else None, err_tail,
-                                                 self.prefix), daemon=True),
-        ]
-        for thread in threads:
-            thread.start()
+        proc = subprocess.Popen(argv, cwd=root, env=full_env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        threads: list[threading.Thread] = []
+
         def stopped(stop: str, why: str) -> SessionOutcome:
             """The outcome of an agent stopped before it finished: what it had spent by then (its
             output read to the end), or unknown, never 0."""
-            _stop(proc, threads[1:])
+            _stop(proc, [thread for thread in threads[1:] if thread.ident is not None])
             return SessionOutcome(stop=stop, error=why, usage=metered.meter.usage() or Usage.unknown(),
                                   turns=metered.meter.turns or 1, duration_ms=elapsed())
 
-        try:
+        try:  # from the agent's start: a Ctrl-C while its readers start stops it too
+            threads += [
+                threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True),
+                threading.Thread(target=_pump, args=(proc.stdout, sys.stdout if self.stream else None, metered,
+                                                     self.prefix), daemon=True),
+                threading.Thread(target=_pump, args=(proc.stderr, sys.stderr if self.stream else None, err_tail,
+                                                     self.prefix), daemon=True),
+            ]
+            for thread in threads:
+                thread.start()
             code = self._wait(proc, metered.passed)
         except _BudgetPassed:
             return stopped(*(metered.why or ("token_budget", "past its budget")))

@@ -110,6 +110,35 @@ def test_ctrl_c_interrupts_the_agent(repo: Path):
     assert outcome.stop == "interrupted" and time.monotonic() - started < patience(10)
 
 
+def test_ctrl_c_while_the_agents_readers_start_stops_the_agent(repo: Path, monkeypatch):
+    """A Ctrl-C between the agent's start and its wait (its output's readers starting, on a busy
+    machine) is an interruption like any other: the agent is stopped, not left running."""
+    from specflux.agent import command_backend
+
+    class Slow(threading.Thread):
+        def start(self):
+            super().start()
+            if self._target is command_backend._pump and self._args[0] is not None and \
+                    self._args[3] is not None and self._args[2].__class__.__name__ == "deque":
+                while not (repo / "pid").exists():
+                    time.sleep(0.02)
+                raise KeyboardInterrupt  # as the signal would, at this moment
+
+    monkeypatch.setattr(command_backend.threading, "Thread", Slow)
+    outcome = CommandBackend("echo $$ > pid; exec sleep 600", stream=False).run(REQUEST, Toolbox(repo, Hooks()))
+    assert outcome.stop == "interrupted"
+    pid = int((repo / "pid").read_text())
+    deadline = time.monotonic() + patience(10)
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the agent {pid} is still running")
+
+
 # -- token usage from the CLI's JSON output ------------------------------------------------------
 
 CLAUDE_RESULT = {"type": "result", "subtype": "success", "is_error": False, "duration_ms": 4047,
