@@ -161,15 +161,13 @@ class Roles:
             dirty = uncommitted(self.manager)
         tree = work_tree_fingerprint(self.manager, dirty)
         exited = None if timed_out else agent_failed(done)
-        validation = None
-        if not timed_out and not exited and self._attempts.surely_changed(self.manager.git, state, task_id, done):
-            validation = self._run_tests()  # while the diff is taken (the reviewer's, and what says "changed")
-        unchanged = not timed_out and not exited and not self._changed_in_run(task_id, state) \
+        attempted = not timed_out and not exited
+        # where the attempt's commit already shows a change, the tests run while its diff is taken
+        early = attempted and self._attempts.surely_changed(self.manager.git, state, task_id, done)
+        tested = self._run_tests() if early else None
+        unchanged = attempted and not self._changed_in_run(task_id, state) \
             and task_unchanged(self.manager, self.run.id, task_id, dirty) and expects_change(self.manager, task_id)
-        if unchanged:
-            validation = None
-        elif validation is None and not timed_out and not exited:
-            validation = self._run_tests()
+        validation = None if not attempted or unchanged else (tested if early else self._run_tests())
         if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
             checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
         elif exited:  # its CLI failed: a failed attempt, whatever its task file or the tests say
