@@ -202,7 +202,7 @@ def _remove_stale(folder: Path, prefix: str) -> None:
         return
     for name in names:
         parts = name[:-len(".tmp")].rsplit(".", 2)  # .NAME, PID, mkstemp's random part
-        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid() or _alive(int(parts[1])):
+        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid() or alive(int(parts[1])):
             continue
         try:
             os.unlink(folder / name)
@@ -210,7 +210,8 @@ def _remove_stale(folder: Path, prefix: str) -> None:
             pass
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (another user's too: it cannot be signalled, but it is there)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -264,15 +264,12 @@ class SessionCommitter:
 def _remove_leftovers(git_dir: Path) -> None:
     """The temporary indexes of session commits whose process was killed (each is named after its
     process; every other session commit waits on the commit lock held here)."""
+    from specflux.base.files import alive
+
     for leftover in git_dir.glob("specflux-index.*"):
         pid = leftover.name.split(".")[1]
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                leftover.unlink(missing_ok=True)
-            except OSError:  # alive, another user's: not ours to remove
-                pass
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+            leftover.unlink(missing_ok=True)
 
 
 def _after(now: Mapping[str, StatusEntry], take: list[str], partly: list[str], follow: list[str],

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specflux.base.files import atomic_write
+from specflux.base.files import alive, atomic_write
 
 
 class WorkerNote:
@@ -36,18 +36,8 @@ class WorkerNote:
         if not isinstance(note, dict):
             return None
         pid = note.get("pid")
-        note["alive"] = isinstance(pid, int) and _running(pid)
+        note["alive"] = isinstance(pid, int) and alive(pid)
         return note
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def describe(note: dict[str, Any]) -> str:
