@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from specflux.agent.session_report import SessionReport
 from specflux.base.errors import SpecfluxError
+from specflux.base.files import clock_passed, stat_key
 from specflux.format.document import TaskDocument
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class TaskFiles(dict):
                 if kinds.S_ISREG(st.st_mode) and not self._racy(path, st) and clean(path):
                     self._later.add(path)
                     dict.__setitem__(self, path, b"")
-                    self.stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                    self.stats[path] = stat_key(st)
                     continue
             try:
                 with open(entry.path, "rb") as f:
@@ -68,7 +69,7 @@ class TaskFiles(dict):
                     self[path] = f.read()
             except OSError:
                 continue  # unreadable (a folder, no permission): nothing to put back
-            self.stats[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            self.stats[path] = stat_key(st)
             self._racy(path, st)
 
     def _racy(self, path: Path, st) -> bool:
@@ -76,8 +77,6 @@ class TaskFiles(dict):
         where a write of this process has shown the file system's clock past its times
         (`clock_passed`: a run's session writes its baseline just before), nor where its change
         time is RACY_NS old."""
-        from specflux.base.files import clock_passed
-
         if clock_passed(st):
             return False
         self.unsure.add(path)
@@ -122,7 +121,7 @@ class TaskFiles(dict):
                 if STATE_FILE.fullmatch(entry.name):
                     try:
                         st = entry.stat(follow_symlinks=False)
-                        now[entry.name] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                        now[entry.name] = stat_key(st)
                     except OSError:
                         now[entry.name] = None
         except OSError:

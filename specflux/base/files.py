@@ -59,6 +59,12 @@ def observe_clock(st: os.stat_result) -> None:
         _clock[st.st_dev] = st.st_ctime_ns
 
 
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells a file's bytes may have moved since another stat of it: inode (a replace), size
+    and both times (a write in place). Equal keys mean unchanged bytes only where `clock_passed`."""
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 def clock_passed(st: os.stat_result) -> bool:
     """Whether the clock of the file system `st` is on had passed the file's mtime and ctime before
     now (a write of this process since got a later change time): any change made to the file from

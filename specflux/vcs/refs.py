@@ -18,6 +18,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from specflux.base.files import stat_key
+
 _SHA = re.compile(rb"[0-9a-f]{40}")
 
 
@@ -98,7 +100,7 @@ def _packed(path: Path) -> dict[str, str]:
         st = os.stat(path)
     except OSError:
         return {}
-    key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = stat_key(st)
     known = _PACKED.get(path)
     if known is not None and known[0] == key:
         return known[1]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specflux.base.errors import GitError
+from specflux.base.files import alive, stat_key
 from specflux.vcs.index_journal import FOLLOW_JOURNAL, index_follows_head
 from specflux.vcs.process import FULL_SHA, NO_MAINTENANCE, check, committed_sha, nul_list
 from specflux.vcs.status import REGULAR, UNMERGED, StatusEntry, examine, fingerprint, read_status
@@ -264,8 +265,6 @@ class SessionCommitter:
 def _remove_leftovers(git_dir: Path) -> None:
     """The temporary indexes of session commits whose process was killed (each is named after its
     process; every other session commit waits on the commit lock held here)."""
-    from specflux.base.files import alive
-
     for leftover in git_dir.glob("specflux-index.*"):
         pid = leftover.name.split(".")[1]
         if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
@@ -305,9 +304,7 @@ def _swap_in(built: Path, real: Path, copied: os.stat_result) -> bool:
         return False
     try:
         now = real.stat()
-        same = (now.st_ino, now.st_size, now.st_mtime_ns, now.st_ctime_ns) == \
-            (copied.st_ino, copied.st_size, copied.st_mtime_ns, copied.st_ctime_ns)
-        if same:
+        if stat_key(now) == stat_key(copied):
             os.replace(lock, real)
             return True
     except OSError:

@@ -153,12 +153,12 @@ class Holds:
     def hold_of(self, task_id: str) -> dict | None:
         """The hold on `task_id` as it is written (run, pid, started, host), live or not; None when
         there is none (or it cannot be read)."""
-        from specflux.base.files import clock_passed
+        from specflux.base.files import clock_passed, stat_key
 
         path = self._path(task_id)
         try:
             st = os.stat(path)
-            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            key = stat_key(st)
             known = self._read.get(path)
             if known is not None and known[0] == key:
                 return dict(known[1])  # a run re-checks each hold every step: a stat, not a read
