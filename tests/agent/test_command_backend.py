@@ -117,9 +117,9 @@ def test_ctrl_c_while_the_agents_readers_start_stops_the_agent(repo: Path, monke
 
     class Slow(threading.Thread):
         def start(self):
-            super().start()
-            if self._target is command_backend._pump and self._args[0] is not None and \
-                    self._args[3] is not None and self._args[2].__class__.__name__ == "deque":
+            stderr_reader = self._target is command_backend._pump and self._args[2].__class__.__name__ == "deque"
+            super().start()  # (a thread that has run drops its _target: judged before)
+            if stderr_reader:
                 while not (repo / "pid").exists():
                     time.sleep(0.02)
                 raise KeyboardInterrupt  # as the signal would, at this moment
