@@ -171,14 +171,16 @@ def _setup_failure(code: int, seconds: float, stderr: str) -> bool:
 @contextlib.contextmanager
 def _workdir():
     """A private folder for one session of an agent CLI (its prompt file, its sandbox's HOME and
-    temp folder), removed after it."""
+    temp folder), removed after it (in the background: base/tidy.py)."""
     import tempfile
+
+    from specflux.base.tidy import remove_later
 
     folder = Path(tempfile.mkdtemp(prefix="specflux-agent-"))
     try:
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_later(folder)
 
 
 def _guarded(cmd: str) -> str:

@@ -20,7 +20,6 @@ import hmac
 import json
 import os
 import secrets
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +61,9 @@ class HandinChannel:
         return self._received
 
     def close(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        from specflux.base.tidy import remove_later
+
+        remove_later(self.folder)  # in the background: nothing reads it any more
 
     def _read(self) -> Received:
         try:

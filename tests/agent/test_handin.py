@@ -364,7 +364,10 @@ def test_a_channel_is_private_and_fresh_each_time(tmp_path: Path):
     finally:
         one.close()
         two.close()
-    assert not one.folder.exists()
+    from specflux.base.tidy import wait
+
+    wait()  # (removed in the background: base/tidy.py)
+    assert not one.folder.exists() and not two.folder.exists()
 
 
 # -- a reviewer session through the real SDK ------------------------------------------------------
