@@ -10,6 +10,7 @@ what it must not leave behind, progress_entry.py writes its entry, and the commi
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections import Counter
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from specflux.base.errors import AgentError, SpecfluxError, UsageError
-from specflux.base.files import deferred_interrupts
+from specflux.base.files import deferred_interrupts, watching_writes
 from specflux.format.render import now_stamp
 from specflux.store.manager import commit_subject
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
@@ -178,35 +179,45 @@ def run_session(
     report = SessionReport(task_id, outcome.stop, error=outcome.error, outcome=outcome)
     report.notices += early_notices
     with deferred_interrupts():  # the agent has stopped: what it did is written down in full
-        hand: set[str] = set()  # the entries a person logged meanwhile
-        if edits_task_file and role != "reviewer":
-            hand = number_agents_entries(manager, task_id, entries_before, baseline, report)
-        restored = restore_broken(manager, task_files, report, baseline,
-                                  held=getattr(backend, "held_read_only", frozenset()))
-        if guarded is not None:
-            from specflux.store.lint import lint_document
-            from specflux.agent.protected import put_back
+        # the work tree's status is read while specflux writes its own part (on the other core), then
+        # stands for now with those writes added; where specflux put back files, it is read again
+        soon = git.status_soon() if git is not None else None
+        try:
+            with watching_writes() as wrote:
+                hand: set[str] = set()  # the entries a person logged meanwhile
+                if edits_task_file and role != "reviewer":
+                    hand = number_agents_entries(manager, task_id, entries_before, baseline, report)
+                moved = bool(restore_broken(manager, task_files, report, baseline,
+                                            held=getattr(backend, "held_read_only", frozenset())))
+                if guarded is not None:
+                    from specflux.store.lint import lint_document
+                    from specflux.agent.protected import put_back
 
-            report.notices += put_back(manager, task_id, task_files, guarded,
-                                       lambda path, old: good_version(manager, path, old, baseline, lint_document))
-        if sandbox is not None and not sandbox.confined and sandbox.name != "off":
-            report.notices.append(sandbox.describe())
-        touched: list[Path] = list(restored)
-        seen = None  # a reviewer's: the status its undo check reads, which its commit then reads too
-        if role == "reviewer" and git is not None:
-            seen = git.status()
-            if undo_changes(manager, git, baseline, report, seen):
-                seen = None  # it put files back: the commit reads the status again
-        if role == "reviewer":
-            report.review = side.review or getattr(toolbox, "review", None) or handed_in_review(handin)
-            written = record_review(manager, task_id, report, outcome, clock)
-            touched += written
-            seen = _with_written(seen, git, written)
-        elif edits_task_file:
-            touched += settle_agent_edits(manager, task_id, entries_before, hand, outcome, clock, report,
-                                          complete_on_handoff)
-        else:
-            touched += record_entry(manager, task_id, side, outcome, clock, report, sandbox, complete_on_handoff)
+                    undone = put_back(manager, task_id, task_files, guarded,
+                                      lambda path, old: good_version(manager, path, old, baseline, lint_document))
+                    report.notices += undone
+                    moved = moved or bool(undone)
+                if sandbox is not None and not sandbox.confined and sandbox.name != "off":
+                    report.notices.append(sandbox.describe())
+                seen = None  # the status the commit reads (None: it asks git)
+                if role == "reviewer" and git is not None:  # its undo check reads it too
+                    seen = git.status() if moved else _as_now(soon, manager, git, wrote)
+                    if undo_changes(manager, git, baseline, report, seen):
+                        moved, seen = True, None  # it put files back: the commit reads the status again
+                if role == "reviewer":
+                    report.review = side.review or getattr(toolbox, "review", None) or handed_in_review(handin)
+                    seen = _with_written(seen, git, record_review(manager, task_id, report, outcome, clock))
+                elif edits_task_file:
+                    settle_agent_edits(manager, task_id, entries_before, hand, outcome, clock, report,
+                                       complete_on_handoff)
+                else:
+                    record_entry(manager, task_id, side, outcome, clock, report, sandbox, complete_on_handoff)
+            if role != "reviewer" and soon is not None and not moved:
+                seen = _as_now(soon, manager, git, wrote)
+        finally:
+            if soon is not None:  # (its process is waited for whatever happened)
+                with contextlib.suppress(SpecfluxError):
+                    soon()
         if git is not None and report.session is not None:
             _commit(manager, git, baseline, task_id, side, outcome, report, trailers, status=seen)
         elif commit and git is None and report.session is not None:
@@ -223,6 +234,21 @@ def _say_uncounted(usage: Usage, request: SessionRequest, say: Callable[[str], N
     if said:
         usage.why = said
         say(f"usage unknown: {said}")
+
+
+def _as_now(soon: "Callable[[], tuple[str, dict]]", manager, git, wrote: list[Path]) -> "tuple[str, dict] | None":
+    """The status `soon` read as the agent stopped (`Git.status_soon`), standing for now: with the
+    files specflux wrote since (`wrote`: task files, archives) added. None (read it again) where
+    specflux removed a file or wrote any other (one git may ignore, which the status would not show)."""
+    import os
+
+    seen = soon()
+    store = manager.ws.dir
+    kept = (store / "task-states", store / "archives")
+    for path in wrote:
+        if not os.path.lexists(path) or (path.parent not in kept and path != store / ".gitignore"):
+            return None
+    return _with_written(seen, git, wrote)
 
 
 def _with_written(seen: "tuple[str, dict] | None", git, written: list[Path]) -> "tuple[str, dict] | None":

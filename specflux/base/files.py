@@ -49,6 +49,33 @@ def journaled(journal: "WriteJournal") -> Iterator[None]:
             _journals[me] = was
 
 
+_watchers: "dict[int, list[Path]]" = {}  # thread id -> the paths it wrote or removed, where watched
+
+
+@contextmanager
+def watching_writes() -> Iterator[list[Path]]:
+    """The files this thread writes (`atomic_write`) or removes (a change set) within the block,
+    in order: what specflux itself changed in a window (a session's bookkeeping after its agent
+    stopped, while a `git status` started at the stop runs)."""
+    me = get_ident()
+    was = _watchers.get(me)
+    _watchers[me] = seen = []
+    try:
+        yield seen
+    finally:
+        if was is None:
+            del _watchers[me]
+        else:
+            was += seen
+            _watchers[me] = was
+
+
+def _wrote(path: Path) -> None:
+    seen = _watchers.get(get_ident())
+    if seen is not None:
+        seen.append(path)
+
+
 _clock: dict[int, int] = {}  # st_dev -> the latest change time this process saw a write of its own get
 
 
@@ -180,6 +207,7 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
             observe_clock(os.fstat(f.fileno()))
         crash_point(f"atomic:{path.name}")
         os.replace(tmp, path)
+        _wrote(path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -421,6 +449,7 @@ class ChangeSet:
                 try:
                     self._originals[path] = path.read_bytes()
                     path.unlink()
+                    _wrote(path)
                 except FileNotFoundError:
                     self._originals.pop(path, None)
                     continue

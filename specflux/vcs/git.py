@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +150,25 @@ class Git:
         from specflux.vcs.status import read_status
 
         return read_status(self._git_raw)
+
+    def status_soon(self) -> Callable[[], tuple[str, dict]]:
+        """`status()` with its git process started now, read when the function returned is called:
+        the caller works meanwhile (a session's bookkeeping, on the other core). What the caller
+        writes meanwhile may or may not be in it: the caller adds it (base/files.watching_writes)."""
+        from specflux.vcs.status import STATUS_ARGS, read_status
+
+        proc = subprocess.Popen(["git", *STATUS_ARGS], cwd=self.root, env={**os.environ, "LC_ALL": "C"},
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        read: list[tuple[str, dict]] = []
+
+        def result() -> tuple[str, dict]:  # (the same answer each time it is asked)
+            if not read:
+                out, err = proc.communicate()
+                read.append(read_status(lambda *args: subprocess.CompletedProcess(args, proc.returncode, out, err)))
+            return read[0]
+
+        return result
 
     def inside(self, path: str | Path) -> str | None:
         """`path` relative to the work tree, posix ("" for the work tree itself), or None when it

@@ -18,6 +18,9 @@ from specflux.base.errors import GitError
 
 REGULAR = ("100644", "100755")  # the modes of a regular file
 UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})  # porcelain v1 letters
+# `git status` as read_status reads it: untracked files one by one, renames split, no index refresh
+# written back (a status running beside specflux's own writes takes no lock)
+STATUS_ARGS = ("--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames")
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,7 @@ def dirty_records(entries: Mapping[str, StatusEntry], under: str = "", outside: 
 def read_status(run_bytes: Callable[..., subprocess.CompletedProcess[bytes]]) -> tuple[str, dict[str, StatusEntry]]:
     """HEAD's sha ("" when unborn) and the v2 status of every path git shows, renames split;
     `run_bytes(*args)` runs git in the work tree with bytes out (`Git._git_raw`)."""
-    done = run_bytes("--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z",
-                     "-uall", "--no-renames")  # fmt: skip
+    done = run_bytes(*STATUS_ARGS)
     if done.returncode:
         raise GitError(f"git status failed: {done.stderr.decode(errors='replace').strip()}")
     head, entries = "", {}
