@@ -171,10 +171,7 @@ def _branch(git) -> str | None:
 def _head(git) -> str | None:
     if git is None:
         return None
-    from specflux.vcs.process import run_git as _run
-
-    done = _run(("rev-parse", "--verify", "-q", "HEAD"), git.root)
-    return done.stdout.strip() or None
+    return git.head() or None  # (the git dir's files where plain, else a git process)
 
 
 def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *,

@@ -234,6 +234,12 @@ class UserBusy(UsageError):
 
 def current_branch(root: Path) -> str:
     """The branch checked out at `root`; a parallel run merges its lanes into it."""
+    from specflux.vcs.refs import GitDirs, head
+
+    dirs = GitDirs.of(root)
+    found = head(dirs) if dirs is not None else None  # the git dir's files, where plain: no git process
+    if found is not None and found[0] is not None:
+        return found[0]
     done = _run(("symbolic-ref", "-q", "--short", "HEAD"), root)
     if done.returncode != 0:
         raise Refused("HEAD is detached: a parallel run merges its lanes into a branch; check one out first "

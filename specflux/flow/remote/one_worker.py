@@ -23,7 +23,11 @@ class AnotherWorker(SpecfluxError):
 
 def lock_path(root: Path) -> Path:
     from specflux.vcs.process import run_git
+    from specflux.vcs.refs import GitDirs
 
+    dirs = GitDirs.of(root)  # the git dir's files, where plain: no git process
+    if dirs is not None:
+        return dirs.common.resolve() / "specflux-worker.lock"
     common = run_git(("rev-parse", "--git-common-dir"), root).stdout.strip() or ".git"
     return (root / common).resolve() / "specflux-worker.lock"
 
