@@ -35,6 +35,7 @@ FAST = (
     "tests/store/test_requirements.py",
     "tests/store/test_sources.py",
     "tests/store/test_summary_cache.py",
+    "tests/store/test_parses.py",
     # agent: tools, backends, hand-ins, the environment
     "tests/agent/test_agent_tools.py",
     "tests/agent/test_command_backend.py",

@@ -328,3 +328,24 @@ class TaskDocument:
 
     def section_heading_for(self, key: str) -> str:
         return self.sections[key].heading.text if key in self.sections else SECTION_TITLES.get(key, key)
+
+
+class Parses:
+    """The last TaskDocument parsed from each file (up to KEPT files, the oldest dropped first):
+    the same text parses the same, and a document is never changed once made (its edits make
+    new text), so a reader holding one may hand it out again for a file whose text is unchanged."""
+
+    KEPT = 256
+
+    def __init__(self) -> None:
+        self._docs: dict[Any, TaskDocument] = {}
+
+    def of(self, key: Any, text: str, path: str | None) -> TaskDocument | None:
+        known = self._docs.get(key)
+        return known if known is not None and known.text == text and known.path == path else None
+
+    def keep(self, key: Any, doc: TaskDocument) -> TaskDocument:
+        if len(self._docs) >= self.KEPT and key not in self._docs:
+            del self._docs[next(iter(self._docs))]
+        self._docs[key] = doc
+        return doc

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from specflux.format.document import TaskDocument
+from specflux.format.document import Parses, TaskDocument
 from specflux.format.edits import Edit, apply_edits
 from specflux.format.list_quick import quick_list_fields
 from specflux.format.metadata import STATUSES
@@ -40,6 +40,7 @@ class TaskStateManager:
         """`git=True` finds the repository around the workspace; `False`/`None` never commits."""
         self.ws = workspace
         self._git = git
+        self._parsed = Parses()  # the last parse of each file read: a run reads one ~10 times a step
 
     # ----------------------------------------------------------------- reading
 
@@ -71,10 +72,13 @@ class TaskStateManager:
             text = read_text(path, rel)
         except OSError as e:
             raise os_error(e, rel, "read") from None
+        known = self._parsed.of(path, text, rel)
+        if known is not None:
+            return known
         doc = TaskDocument(text, rel)
         doc.title  # noqa: B018 - raise now for a broken title
         doc.metadata  # noqa: B018
-        return doc
+        return self._parsed.keep(path, doc)
 
     def read(self, task_id: str) -> "TaskState":
         return self.load(task_id).to_state(check_id(task_id))
