@@ -138,8 +138,10 @@ def test_budget_usd_in_two_lanes(four, tmp_path):
 
 
 def test_budget_usd_in_one_lane_says_the_overshoot(four, tmp_path):
+    # the reviewer prints what it spent, past the $0.01 left, then waits: it is stopped there, before it
+    # hands in (without the wait, a busy machine let its hand-in land before the stop: accepted, exit 0)
     env = plan(tmp_path, coder__1=[{"sh": "printf 'apples\\n' > APPLES.md; " + printing(result(0.04)), "check": True,
-                                    "chain": "x"}], reviewer=[{"approved": True, "sh": printing(result(0.04))}])
+                                    "chain": "x"}], reviewer=[{"approved": True, "sh": printing(result(0.04), then="sleep 20")}])
     done = start(four, env, "1", "--budget-usd", "0.05", "--allow-unmetered")
     assert done.returncode == 1, done.stdout + done.stderr
     state = status(four)
