@@ -243,10 +243,10 @@ def _as_now(soon: "Callable[[], tuple[str, dict]]", manager, git, wrote: list[Pa
     import os
 
     seen = soon()
-    store = manager.ws.dir
-    kept = (store / "task-states", store / "archives")
+    ws = manager.ws
+    kept = (ws.states_dir, ws.archives_dir)
     for path in wrote:
-        if not os.path.lexists(path) or (path.parent not in kept and path != store / ".gitignore"):
+        if not os.path.lexists(path) or (path.parent not in kept and path != ws.dir / ".gitignore"):
             return None
     return _with_written(seen, git, wrote)
 
