@@ -28,6 +28,7 @@ FAST = (
     # vcs: git, the session's commit
     "tests/vcs/test_vcs_states.py",
     "tests/vcs/test_refs.py",
+    "tests/vcs/test_relative_paths.py",
     # store: the task store
     "tests/store/test_chain.py",
     "tests/store/test_chain_output.py",

@@ -302,6 +302,13 @@ class Git:
 
     def _relative(self, path: str | Path) -> str:
         """`path` as a posix path relative to the work tree."""
+        if os.sep == "/":  # the common case in plain strings (a step asks ~30 times)
+            root = os.fspath(self.root)
+            full = os.path.abspath(os.path.join(root, path))
+            if full.startswith(root + "/"):
+                return full[len(root) + 1:]
+            if full == root:
+                return "."
         full = Path(os.path.abspath(self.root / path))
         for candidate in (full, full.parent.resolve() / full.name):
             try:

@@ -77,8 +77,10 @@ def head(dirs: GitDirs) -> tuple[str | None, str] | None:
 def resolve(dirs: GitDirs, ref: str) -> str | None:
     """The sha a full ref name (`refs/heads/x`) points at: its loose file, else its line in
     `packed-refs`; None when neither has it (or it is itself symbolic)."""
+    common = os.fspath(dirs.common)  # (plain strings: a step resolves refs ~70 times)
     try:
-        text = (dirs.common / ref).read_bytes().strip()
+        with open(os.path.join(common, ref), "rb") as loose:
+            text = loose.read().strip()
     except IsADirectoryError:
         return None
     except OSError:
@@ -87,13 +89,13 @@ def resolve(dirs: GitDirs, ref: str) -> str | None:
         return text.decode()
     if text:
         return None  # symbolic, or not a sha
-    return _packed(dirs.common / "packed-refs").get(ref)
+    return _packed(os.path.join(common, "packed-refs")).get(ref)
 
 
-_PACKED: dict[Path, tuple[tuple[int, int, int, int], dict[str, str]]] = {}  # parsed, while its stat holds
+_PACKED: dict[str, tuple[tuple[int, int, int, int], dict[str, str]]] = {}  # parsed, while its stat holds
 
 
-def _packed(path: Path) -> dict[str, str]:
+def _packed(path: str) -> dict[str, str]:
     """{ref: sha} of a `packed-refs` file (peeled `^` lines aside), read again only when its
     stat moved (git rewrites it whole, through a lock file renamed over it: a new inode)."""
     try:
