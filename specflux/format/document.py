@@ -346,6 +346,9 @@ class Parses:
 
     def keep(self, key: Any, doc: TaskDocument) -> TaskDocument:
         if len(self._docs) >= self.KEPT and key not in self._docs:
-            del self._docs[next(iter(self._docs))]
+            try:
+                del self._docs[next(iter(self._docs))]
+            except (RuntimeError, KeyError, StopIteration):  # another thread's keep meanwhile (lanes)
+                self._docs.clear()
         self._docs[key] = doc
         return doc
