@@ -107,9 +107,11 @@ def _finish(run, state) -> int:
 
 
 def _last_word(run, state) -> str | None:
-    """What the run's last line says beyond the numbers: by how much it went past its budget, or,
-    paused because another run took its tasks, who took which and what to do (docs/runs.md)."""
-    if state["status"] == "failed" and state.get("failureReason") in ("budget_usd", "token_budget"):
+    """What the run's last line says beyond the numbers: by how much it went past its budget (a
+    run it failed, or one whose last session, in flight when it was reached, still finished the
+    work), or, paused because another run took its tasks, who took which and what to do (docs/runs.md)."""
+    over_budget = state["status"] == "failed" and state.get("failureReason") in ("budget_usd", "token_budget")
+    if over_budget or (state["status"] == "completed" and (state.get("budgetUsd") or state.get("tokenBudget"))):
         from specflux.flow.workflow.limits import overshoot
 
         return overshoot(run.events.read(), state)

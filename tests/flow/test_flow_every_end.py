@@ -137,6 +137,19 @@ def test_budget_usd_in_two_lanes(four, tmp_path):
     assert "over the budget by $0.0300" in done.stdout.strip().splitlines()[-1]
 
 
+def test_a_run_its_last_session_took_past_the_budget_completes_and_says_the_overshoot(four, tmp_path):
+    # the reviewer hands in its verdict, then prints what it spent, past the $0.01 left: the work is
+    # done (the task accepted, exit 0), and the last line says by how much the budget was passed
+    env = plan(tmp_path, coder__1=[{"sh": "printf 'apples\\n' > APPLES.md; " + printing(result(0.04)), "check": True,
+                                    "chain": "x"}], reviewer=[{"approved": True, "then": printing(result(0.04))}])
+    done = start(four, env, "1", "--budget-usd", "0.05", "--allow-unmetered")
+    assert done.returncode == 0, done.stdout + done.stderr
+    state = status(four)
+    assert state["status"] == "completed" and state["metrics"]["costUsd"] == pytest.approx(0.08)
+    last = done.stdout.strip().splitlines()[-1]
+    assert "over the budget by $0.0300" in last and "1 session was in flight" in last, done.stdout
+
+
 def test_budget_usd_in_one_lane_says_the_overshoot(four, tmp_path):
     # the reviewer prints what it spent, past the $0.01 left, then waits: it is stopped there, before it
     # hands in (without the wait, a busy machine let its hand-in land before the stop: accepted, exit 0)
