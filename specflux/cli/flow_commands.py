@@ -114,7 +114,7 @@ def _last_word(run, state) -> str | None:
     if over_budget or (state["status"] == "completed" and (state.get("budgetUsd") or state.get("tokenBudget"))):
         from specflux.flow.workflow.limits import overshoot
 
-        return overshoot(run.events.read(), state)
+        return overshoot(run.events.read, state)  # (the events are read only when the run went past)
     paused = state.get("pausedFor") or ""
     if state["status"] == "paused" and paused.startswith("holds:"):
         return paused

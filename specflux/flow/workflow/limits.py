@@ -58,7 +58,7 @@ def limit_reached(state: dict[str, Any], step: dict[str, Any] | None = None,
     sessions in flight went past it (`overshoot`)."""
     reason = _limit(state, step)
     if reason and events is not None and reason.startswith(("budget_usd:", "token_budget:")):
-        over = overshoot(events(), state)
+        over = overshoot(events, state)
         reason += f"; {over}" if over else ""
     return reason
 
@@ -85,11 +85,11 @@ def _limit(state: dict[str, Any], step: dict[str, Any] | None) -> str | None:
     return None
 
 
-def overshoot(events: Iterable[dict[str, Any]], state: dict[str, Any]) -> str | None:
+def overshoot(events: Callable[[], Iterable[dict[str, Any]]], state: dict[str, Any]) -> str | None:
     """How far past its money or token budget the run went, and how many sessions were in flight
     when it got there (started before the step that reached the budget ended, ended with it or
     after): `over the budget by $0.1100: 3 sessions were in flight when it was reached`. None when
-    the run is within its budgets."""
+    the run is within its budgets. `events()` gives the run's events, read only when it is not."""
     metrics = state.get("metrics") or {}
     budget_usd, budget_tokens = state.get("budgetUsd"), state.get("tokenBudget")
     used = sum(metrics.get(k, 0) for k in BUDGET_KEYS)
@@ -102,7 +102,7 @@ def overshoot(events: Iterable[dict[str, Any]], state: dict[str, Any]) -> str | 
     started: dict[str, int] = {}
     sessions: list[tuple[int, int]] = []  # (started, finished) seq of each session that spent
     spent, reached = 0.0, None
-    for e in events:
+    for e in events():
         if e["type"] == "step_started":
             started[e["stepId"]] = e["seq"]
         elif e["type"] == "step_finished" and e.get("usage") and not e["usage"].get("unknown"):
