@@ -99,10 +99,9 @@ class Git:
     def head(self) -> str:
         """HEAD's sha ("" before a first commit): read from the git dir's files where they are
         plain (vcs/refs.py), else asked of git."""
-        from specflux.vcs.refs import GitDirs, head
+        from specflux.vcs.refs import head_at
 
-        dirs = GitDirs.of(self.root)
-        found = head(dirs) if dirs is not None else None
+        found = head_at(self.root)
         if found is not None:
             return found[1]
         return self._git("rev-parse", "-q", "--verify", "HEAD").stdout.strip()

@@ -53,6 +53,12 @@ class GitDirs:
         return cls(own, common)
 
 
+def head_at(root: Path) -> tuple[str | None, str] | None:
+    """`head` of the work tree at `root` (None where its git dirs are not plain to see)."""
+    dirs = GitDirs.of(root)
+    return head(dirs) if dirs is not None else None
+
+
 def head(dirs: GitDirs) -> tuple[str | None, str] | None:
     """(branch, sha) of HEAD: branch None when it is detached; None when it cannot be read here
     (an unborn branch, reftable, a symbolic ref to a symbolic ref)."""

@@ -234,10 +234,9 @@ class UserBusy(UsageError):
 
 def current_branch(root: Path) -> str:
     """The branch checked out at `root`; a parallel run merges its lanes into it."""
-    from specflux.vcs.refs import GitDirs, head
+    from specflux.vcs.refs import head_at
 
-    dirs = GitDirs.of(root)
-    found = head(dirs) if dirs is not None else None  # the git dir's files, where plain: no git process
+    found = head_at(root)  # the git dir's files, where plain: no git process
     if found is not None and found[0] is not None:
         return found[0]
     done = _run(("symbolic-ref", "-q", "--short", "HEAD"), root)

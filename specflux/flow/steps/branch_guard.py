@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specflux.vcs.process import run_git as _run
-from specflux.vcs.refs import GitDirs, commit_header, head
+from specflux.vcs.refs import GitDirs, commit_header, head, head_at
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,7 @@ class Where:
 
 def where(root: Path) -> Where | None:
     """The branch checked out at `root` and its commit (None outside git or before a first commit)."""
-    dirs = GitDirs.of(root)
-    found = head(dirs) if dirs is not None else None  # the git dir's files: no git process
+    found = head_at(root)  # the git dir's files: no git process
     return Where(*found) if found is not None else _where(root)[0]
 
 
