@@ -42,6 +42,9 @@ def claim_rows(claims: Claims) -> list[dict[str, Any]]:
     return sorted((c.as_json(claims.skew_s, now) for c in found.values()), key=lambda row: (row["claimedAt"], row["task"]))
 
 
+_RENEWALS = 5  # tries of a release whose claim's worker keeps renewing it under the release
+
+
 def release(claims: Claims, task: str, by: str, *, force: bool = False) -> dict[str, Any] | None:
     """Free the claim on `task`: the claim that was released, None when there was none. A live claim
     (its worker renews it) only with `force`: releasing it drops that worker's work on the task."""
@@ -56,9 +59,17 @@ def release(claims: Claims, task: str, by: str, *, force: bool = False) -> dict[
                             f"until {found.lease_until} ({row['leaseLeftS']:.0f} s left). Releasing it drops that "
                             "worker's work on the task: its result will not be integrated (it keeps it on a local "
                             f"branch). If that worker will not come back: `specflux claims release {task} --force`")
-    if not claims.drop(found, by, "released by hand (`specflux claims release`)"):
-        raise SpecfluxError(f"the claim on task {task} changed while releasing it (renewed or taken over); look again")
-    return row
+    for _ in range(_RENEWALS):  # a live claim's worker may renew it between the read and the drop
+        if claims.drop(found, by, "released by hand (`specflux claims release`)"):
+            return row
+        now = claims.read().get(task)
+        if now is None:  # released (or given up) meanwhile by another hand
+            return None
+        if (now.worker, now.run) != (found.worker, found.run):
+            raise SpecfluxError(f"the claim on task {task} was taken over by {now.worker} (run {now.run}) while "
+                                "releasing it; look again (`specflux claims`)")
+        found = now  # renewed by the same run: released as it now stands
+    raise SpecfluxError(f"the claim on task {task} was renewed {_RENEWALS} times while releasing it; try again")
 
 
 def tidy(claims: Claims, by: str) -> list[dict[str, Any]]:
