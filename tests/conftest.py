@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+
+# A suite started with SIGINT ignored (`pytest &` from a script) would pass that on to every process it
+# starts, and the tests that press Ctrl-C on a run would find it ignored (as specflux rightly keeps it):
+# the processes the tests start get SIGINT as a terminal gives it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 CORPUS = SHARED / "corpus"

@@ -68,24 +68,23 @@ def run() -> None:
     again and again never cuts the clean-up short or prints a traceback on the way out."""
     import signal
 
+    from specflux.base import interrupts
+
     interrupted = False
 
     def on_interrupt(signum, frame):
         nonlocal interrupted
         if not interrupted:
             interrupted = True
-            from specflux.base import interrupts
-
             interrupts.pressed = True
             raise KeyboardInterrupt
 
     def on_hangup(signum, frame):  # the terminal closed: interrupted as by Ctrl-C, saying why
-        from specflux.base import interrupts
-
         interrupts.hang_up("its terminal closed (SIGHUP)", ("stdout", "stderr"))
 
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started ignoring it (nohup, &): keep that
-        signal.signal(signal.SIGINT, on_interrupt)
+    # started ignoring SIGINT (`&` from a script): real ones stay ignored, specflux's own (`flow stop`) are not
+    signal.signal(signal.SIGINT, interrupts.only_our_own if signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+                  else on_interrupt)
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup: keep ignoring it
         signal.signal(signal.SIGHUP, on_hangup)
     code = main()

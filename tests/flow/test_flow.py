@@ -259,6 +259,33 @@ def test_pause_resume_and_stop_from_a_second_process(project, tmp_path):
     assert specflux(project, "lint").returncode == 0
 
 
+def test_flow_stop_interrupts_a_run_started_with_sigint_ignored(project, tmp_path):
+    """`specflux flow start &` from a script starts with SIGINT ignored (so did a whole suite run
+    that way, where every `flow stop` test hung): a real SIGINT stays ignored, and `flow stop` still
+    interrupts the step in flight, which it does through a simulated SIGINT (base/interrupts.py)."""
+    env = plan(tmp_path, coder__1=[dict(FIX, sleep=600)])
+    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+    proc = subprocess.Popen([sys.executable, "-m", "specflux.cli", "--root", str(project), "flow", "start", "--agent",
+                             "command", "--cmd", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env}, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        _wait_for(lambda: _started(tmp_path, "coder", "1", 1))
+        proc.send_signal(signal.SIGINT)  # ignored, as the process was started to
+        stopped = specflux(project, "flow", "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        out, err = proc.communicate(timeout=patience(60))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out + err
+    state = status(project)
+    assert state["status"] == "user_exit"
+    events = [json.loads(line) for line in (project / ".specflux" / "runs" / state["runId"] / "events.jsonl").open()]
+    assert not [e for e in events if e["type"] == "status" and e["status"] == "paused"], "the real SIGINT paused it"
+    interrupted = [e for e in events if e["type"] == "step_finished" and e["kind"] == "coder"]
+    assert interrupted[-1]["error"] == {"type": "INTERRUPTED", "message": "stopped by `flow stop`"}
+
+
 # --------------------------------------------------------------------- crashes
 
 

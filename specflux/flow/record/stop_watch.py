@@ -51,7 +51,7 @@ class StopWatcher:
         self._running.set()
 
     def _watch(self) -> None:
-        import _thread
+        from specflux.base.interrupts import interrupt_main
 
         while True:
             self._running.wait()  # between steps
@@ -74,5 +74,5 @@ class StopWatcher:
             if any(e["type"] == "control" and e["action"] == "stop" for e in newer):
                 self.stopped = True
                 if self._running.is_set() and not self._closed:
-                    _thread.interrupt_main()  # the session sees Ctrl-C and records the interruption
+                    interrupt_main()  # the session sees Ctrl-C and records the interruption
                 self.stop()
