@@ -204,6 +204,40 @@ def restore_broken(manager, before: dict[Path, bytes], report: "SessionReport", 
     return restored
 
 
+def restore_after_crash(manager, baseline) -> list[str]:
+    """The engine died during a session, and the session's agent with it, perhaps in the middle of
+    writing a task file: every task file left unreadable since the session's `baseline` is put back
+    as it was then (HEAD's bytes then, or the bytes the baseline kept of a file the user had
+    changed), so that the crashed attempt's entry and commit can be written; what was done, said."""
+    from specflux.base.files import atomic_write
+    from specflux.store.lint import lint_document
+
+    git = manager.git
+    folder = git.inside(manager.ws.states_dir) if git is not None else None
+    if folder is None or not baseline.head:
+        return []
+    prefix = f"{folder}/" if folder else ""
+    said = []
+    for rel in sorted(p for p in git.status()[1] if p.startswith(prefix) and "/" not in p[len(prefix):]):
+        path = manager.ws.states_dir / rel[len(prefix):]
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # deleted: the session's commit records that as any deletion
+        if not _problems(manager, path, data, lint_document):
+            continue
+        dirty = baseline.dirty.get(rel)
+        old = git.committed_bytes(path, baseline.head) if dirty is None else dirty.content
+        if old is None or _problems(manager, path, old, lint_document):
+            said.append(f"{manager.ws.relative(path)}: left unreadable by the session the engine's stop cut short, "
+                        "and its bytes from before that session are not known: left as it is")
+            continue
+        atomic_write(path, old.decode("utf-8"))  # (it parsed: UTF-8)
+        said.append(f"{manager.ws.relative(path)}: left unreadable by the session the engine's stop cut short "
+                    "(its agent stopped in the middle of writing it); put back as it was before that session")
+    return said
+
+
 def _deleted(rel: str, path: Path, held: frozenset[str], meanwhile: str) -> str:
     """What is said of a task file deleted during the session: whose change it was, where that is known."""
     import os

@@ -289,6 +289,33 @@ def test_flow_stop_interrupts_a_run_started_with_sigint_ignored(project, tmp_pat
 # --------------------------------------------------------------------- crashes
 
 
+def test_kill_9_while_the_agent_rewrites_its_task_file_then_resume_puts_it_back(project, tmp_path):
+    """The engine killed while its agent is in the middle of rewriting the task file (truncated,
+    not yet written: the agent dies with the engine): `flow resume` puts the file back as it was
+    before that session, records the crashed attempt and finishes the run (it failed the run,
+    "no title", in a CI kill loop)."""
+    marker = tmp_path / "truncated"
+    mid_write = dict(FIX, sh=f': > "$SPECFLUX_TASK_FILE"; touch {shlex.quote(str(marker))}; sleep 600')
+    env = plan(tmp_path, coder__1=[mid_write, FIX], coder__2=[DOCS], reviewer=[{"approved": True}])
+    before = (project / ".specflux" / "task-states" / "task-1-state.md").read_bytes()
+    proc = _background(project, env, "flow", "start")
+    try:
+        _wait_for(marker.exists)
+        assert (project / ".specflux" / "task-states" / "task-1-state.md").read_bytes() == b""
+    finally:
+        proc.kill()
+        proc.communicate()
+    done = specflux(project, "flow", "resume", env=env, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "task-1-state.md: left unreadable by the session the engine's stop cut short" in done.stdout + done.stderr
+    assert status(project)["status"] == "completed"
+    crashed = git(project, "log", "--format=%B", "--grep=engine stopped during the session")
+    assert "Specflux-Stop: crashed" in crashed
+    first = git(project, "show", "HEAD~0:.specflux/task-states/task-1-state.md")  # (parses: lint below)
+    assert first.startswith(before.decode().split("\n", 1)[0])
+    assert specflux(project, "lint").returncode == 0
+
+
 def _invariants(repo: Path) -> dict:
     state = status(repo)
     events = [json.loads(line) for line in (repo / ".specflux" / "runs" / state["runId"] / "events.jsonl").open()]

@@ -292,6 +292,15 @@ class Roles:
         from specflux.store.manager import commit_subject
 
         task_id = step["taskId"]
+        baseline_file = self._steps / f"{step['stepId']}.baseline.json"
+        baseline = None
+        if baseline_file.is_file() and self.manager.git is not None:
+            from specflux.agent.restore import restore_after_crash
+            from specflux.vcs.values import Baseline
+
+            baseline = Baseline.from_json(json.loads(baseline_file.read_text(encoding="utf-8")))
+            for line in restore_after_crash(self.manager, baseline):
+                self.say(f"task {task_id}: {line}")
         done = self.manager.append_session(task_id, SessionInput(
             did=["Session ended without a hand-off: the run's engine stopped during this session (a crash or kill)"],
             issues="Its partial work, if any, is committed with this entry.",
@@ -302,11 +311,7 @@ class Roles:
         trailers = {"Specflux-Task": task_id, "Specflux-Session": str(done.session), "Specflux-Status": done.status or "",
                     "Specflux-Stop": "crashed", **self._trailers(role, step)}
         subject = commit_subject(task_id, done.session, "engine stopped during the session")
-        baseline_file = self._steps / f"{step['stepId']}.baseline.json"
-        if baseline_file.is_file():
-            from specflux.vcs.values import Baseline
-
-            baseline = Baseline.from_json(json.loads(baseline_file.read_text(encoding="utf-8")))
+        if baseline is not None:
             git.commit_session(baseline, None, subject, trailers)
         else:
             git.commit([self.manager.path(task_id)], subject, trailers)
