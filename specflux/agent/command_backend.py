@@ -17,7 +17,6 @@ import collections
 import contextlib
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys

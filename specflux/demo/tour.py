@@ -292,7 +292,6 @@ def _program() -> str:
     path of the script beside this Python (a virtualenv not activated), else `python -m specflux.cli`."""
     import shlex
     import shutil
-    import sys
 
     beside = Path(sys.executable).parent / "specflux"
     found = shutil.which("specflux")

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import json
-import math
 import os
 import re
 import signal
