@@ -61,7 +61,11 @@ def request(context: str = CONTEXT, **kw) -> SessionRequest:
 
 
 def files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file's bytes, but Python's bytecode caches: the session's `python hello.py` writes one
+    (unless PYTHONDONTWRITEBYTECODE is set) whose header holds its source's mtime, which a replay
+    made a second later does not share."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 EVERY_TOOL = [
