@@ -59,3 +59,17 @@ def test_a_forced_release_of_a_claim_taken_over_under_it_names_the_new_holder(tm
         assert claims_on(bare) == ["refs/specflux/claims/1"]  # the new holder's claim stands
     finally:
         daemon.kill()
+
+
+def test_a_release_without_force_of_a_stale_claim_renewed_under_it_is_refused(tmp_path):
+    bare, daemon, worker, held, _ = _claimed(tmp_path)
+    try:
+        stale = queue.open_claims(tmp_path / "b", "origin", lease_s=0.0, skew_s=0.0)
+        old = Claims(worker.remote, 0.0).swap(held, "wa", "run-1")  # its lease ends now: stale at once
+        assert old is not None
+        raced = _RacedBy(stale, lambda: worker.swap(old, "wa", "run-1"))  # its worker renews it for 60 s
+        with pytest.raises(SpecfluxError, match=r"renewed by wa \(run run-1\) while releasing it: its worker is live"):
+            queue.release(raced, "1", "me")
+        assert raced.drops == 1 and claims_on(bare) == ["refs/specflux/claims/1"]
+    finally:
+        daemon.kill()

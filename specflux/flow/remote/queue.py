@@ -68,7 +68,10 @@ def release(claims: Claims, task: str, by: str, *, force: bool = False) -> dict[
         if (now.worker, now.run) != (found.worker, found.run):
             raise SpecfluxError(f"the claim on task {task} was taken over by {now.worker} (run {now.run}) while "
                                 "releasing it; look again (`specflux claims`)")
-        found = now  # renewed by the same run: released as it now stands
+        if not force:  # a stale claim its worker renewed: live again, released only with --force
+            raise SpecfluxError(f"the claim on task {task} was renewed by {now.worker} (run {now.run}) while releasing "
+                                f"it: its worker is live; look again, or `specflux claims release {task} --force`")
+        found, row = now, now.as_json(claims.skew_s)  # renewed by the same run: released as it now stands
     raise SpecfluxError(f"the claim on task {task} was renewed {_RENEWALS} times while releasing it; try again")
 
 
