@@ -211,6 +211,7 @@ def restore_after_crash(manager, baseline) -> list[str]:
     changed), so that the crashed attempt's entry and commit can be written; what was done, said."""
     from specflux.base.files import atomic_write
     from specflux.store.lint import lint_document
+    from specflux.store.workspace import STATE_FILE
 
     git = manager.git
     folder = git.inside(manager.ws.states_dir) if git is not None else None
@@ -218,7 +219,7 @@ def restore_after_crash(manager, baseline) -> list[str]:
         return []
     prefix = f"{folder}/" if folder else ""
     said = []
-    for rel in sorted(p for p in git.status()[1] if p.startswith(prefix) and "/" not in p[len(prefix):]):
+    for rel in sorted(p for p in git.status()[1] if p.startswith(prefix) and STATE_FILE.fullmatch(p[len(prefix):])):
         path = manager.ws.states_dir / rel[len(prefix):]
         try:
             data = path.read_bytes()
