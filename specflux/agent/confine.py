@@ -43,11 +43,13 @@ if TYPE_CHECKING:
 
 # Folders of .specflux/ the agent writes through specflux's own commands.
 TASK_FOLDERS = ("task-states", "archives", "cache")
-# Other tasks' files held read-only one by one under bubblewrap, up to this many: 64 mounts add
-# ~5 ms to a session's start, 1,000 add ~0.7 s (each mount costs more than the last). Beyond it
-# none is held: a run puts back what a session changes in them anyway, and only the deletion's
-# notice can no longer say whose it was.
-HELD_AT_MOST = 64
+# Other tasks' files held read-only one by one under bubblewrap, up to this many. bubblewrap reads
+# its mount table again for every mount, so each costs more than the last: measured on a 2-core VM
+# (50 runs of `bwrap ... true`), 8 mounts add ~2 ms to a session's start, 16 ~4 ms, 32 ~12 ms,
+# 49 ~21 ms (the `true` alone: ~10 ms). Beyond it none is held: what a hold buys is small (a run
+# puts back whatever a session changes in another task's file anyway, held or not); only the
+# notice of a deletion can then no longer say whose it was.
+HELD_AT_MOST = 16
 
 
 @dataclass

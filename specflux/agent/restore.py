@@ -243,12 +243,14 @@ def _deleted(rel: str, path: Path, held: frozenset[str], meanwhile: str) -> str:
     """What is said of a task file deleted during the session: whose change it was, where that is known."""
     import os
 
+    from specflux.agent.confine import HELD_AT_MOST
+
     back = f"put back as it was before the session{meanwhile}, so that the session's commit does not carry it"
     if os.path.realpath(path) in held:
         return (f"{rel}: deleted during the session by a person (or another program), not by the agent, whose "
                 f"sandbox held this file read-only; {back} (to delete the task, run `specflux delete` after the run)")
     return (f"{rel}: deleted during the session, by the agent or by a person (only under bubblewrap, which holds "
-            f"other tasks' files read-only up to 64 of them, can specflux tell which); {back}")
+            f"other tasks' files read-only where there are at most {HELD_AT_MOST} of them, can specflux tell which); {back}")
 
 
 def _problems(manager, path: Path, data: bytes, lint_document) -> list[str]:
