@@ -19,6 +19,7 @@ from specflux.format.render import now_stamp
 from specflux.flow.decisions import AgentErrorInfo
 from specflux.flow.steps.attempt import agent_failed, claim, retry_context
 from specflux.flow.steps.attempts import Attempts
+from specflux.flow.steps.crashed import commit_crashed, finished_commit
 from specflux.flow.steps.evidence import expects_change, task_unchanged, uncommitted, unjudged, work_tree_fingerprint
 from specflux.flow.steps.handins import handin_summary, no_verdict, open_channel, tampering_notices
 
@@ -204,10 +205,11 @@ class Roles:
         if saved.is_file():  # (the tree may have changed since: what it left uncommitted is read again)
             return {**json.loads(saved.read_text(encoding="utf-8")), "uncommitted": None}
         if self._resumed:
-            finished = self._finished_commit(step)
+            finished = finished_commit(self.manager, self.run.id, step)
             if finished is not None:
                 return finished
-            self._commit_crashed(step, role)
+            for line in commit_crashed(self.manager, step, self._steps, self._trailers(role, step)):
+                self.say(line)
         from specflux.agent.session import run_session
 
         task_id = step["taskId"]
@@ -265,56 +267,6 @@ class Roles:
     @property
     def _steps(self) -> Path:
         return self.run.dir / "steps"
-
-    def _finished_commit(self, step: dict[str, Any]) -> dict[str, Any] | None:
-        """A session of this step that committed before the crash (and was not interrupted)."""
-        git = self.manager.git
-        if git is None:
-            return None
-        found = [c for c in git.find_commits({"Specflux-Run": self.run.id, "Specflux-Step": step["stepId"]})
-                 if c.trailers.get("Specflux-Stop") not in ("interrupted", "crashed")]
-        if not found:
-            return None
-        c = found[0]
-        t = c.trailers
-        usage = usage_of_trailers(t)
-        stop = t.get("Specflux-Stop", "end_session")
-        return {"stop": stop, "ok": stop in ("end_session", "end_turn"), "session": int(t.get("Specflux-Session", 0) or 0),
-                "commit": c.sha, "error": None, "usage": usage, "code": f"commit {c.sha[:12]}", "review": None,
-                "handoff": {"did": [c.subject], "chainOutput": None} if stop in ("end_session", "end_turn") else None}
-
-    def _commit_crashed(self, step: dict[str, Any], role: str) -> None:
-        """The engine died during this step's session: give that attempt its progress-log entry and
-        commit what it changed (from the baseline it saved), so nothing is lost or mixed up."""
-        import json
-
-        from specflux.format.model import SessionInput
-        from specflux.store.manager import commit_subject
-
-        task_id = step["taskId"]
-        baseline_file = self._steps / f"{step['stepId']}.baseline.json"
-        baseline = None
-        if baseline_file.is_file() and self.manager.git is not None:
-            from specflux.agent.restore import restore_after_crash
-            from specflux.vcs.values import Baseline
-
-            baseline = Baseline.from_json(json.loads(baseline_file.read_text(encoding="utf-8")))
-            for line in restore_after_crash(self.manager, baseline):
-                self.say(f"task {task_id}: {line}")
-        done = self.manager.append_session(task_id, SessionInput(
-            did=["Session ended without a hand-off: the run's engine stopped during this session (a crash or kill)"],
-            issues="Its partial work, if any, is committed with this entry.",
-            next="The run starts this step again."), commit=False)
-        git = self.manager.git
-        if git is None:
-            return
-        trailers = {"Specflux-Task": task_id, "Specflux-Session": str(done.session), "Specflux-Status": done.status or "",
-                    "Specflux-Stop": "crashed", **self._trailers(role, step)}
-        subject = commit_subject(task_id, done.session, "engine stopped during the session")
-        if baseline is not None:
-            git.commit_session(baseline, None, subject, trailers)
-        else:
-            git.commit([self.manager.path(task_id)], subject, trailers)
 
     def _run_tests(self):
         cfg = getattr(self.manager.ws.config, "validate", None)
@@ -433,20 +385,6 @@ def _usage(report) -> dict[str, Any]:
                            "costUsd": None if u.cost_usd is None else round(u.cost_usd, 6)}
     if u.model:
         out["model"] = u.model
-    return out
-
-
-def usage_of_trailers(t: dict[str, str]) -> dict[str, Any]:
-    """A committed session's usage, from its trailers (as `_usage` gives it)."""
-    if t.get("Specflux-Usage") == "unknown":
-        return {"unknown": True}
-    out: dict[str, Any] = {key: int(t.get(f"Specflux-{name}-Tokens", 0) or 0) for key, name in (
-        ("inputTokens", "Input"), ("outputTokens", "Output"), ("cacheReadTokens", "Cache-Read"),
-        ("cacheWriteTokens", "Cache-Write"))}
-    cost = t.get("Specflux-Cost-Usd")
-    out["costUsd"] = float(cost) if cost else None
-    if t.get("Specflux-Model"):
-        out["model"] = t["Specflux-Model"]
     return out
 
 
