@@ -52,3 +52,14 @@ def specflux_process(repo: Path, *args: str, env: dict | None = None, timeout: f
     """`specflux --root REPO ARGS...` as a process of its own."""
     return subprocess.run([sys.executable, "-m", "specflux.cli", "--root", str(repo), *args],
                           capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=patience(timeout))
+
+
+def completions(repo: Path, task: str, ref: str = "HEAD") -> int:
+    """The commits that completed `task` (`Specflux-Status: complete`): a one-lane run's reviewer
+    commit that accepted it (flow/early_acceptance.py), a parallel run's acceptance, a person's
+    `specflux complete`."""
+    fmt = "%x1e%(trailers:key=Specflux-Task,valueonly,separator=%x2C)%x1f%(trailers:key=Specflux-Status,valueonly,separator=%x2C)"
+    out = subprocess.run(["git", "log", f"--format={fmt}", ref], cwd=repo, capture_output=True, text=True,
+                         check=True).stdout
+    records = [r.strip().split("\x1f") for r in out.split("\x1e") if r.strip()]
+    return sum(1 for r in records if len(r) == 2 and r[0].strip() == task and r[1].strip() == "complete")

@@ -95,12 +95,15 @@ def run_session(
     handin: "HandinChannel | None" = None,
     baseline_path: Path | None = None,
     guard: bool = False,
+    before_commit: Callable[[SessionReport], list[Path] | None] | None = None,
 ) -> SessionReport:
     """Run one session. `edits_task_file` is for agents that follow the protocol by editing the
     task file themselves (agent CLIs): they get the context written for that, and their file is
     linted before anything is committed. `say` prints a line at once (default: stderr). `guard`
     (workflow runs): other tasks' files and the workspace's settings the agent changed are put back
-    before the commit (`protected.py`).
+    before the commit (`protected.py`). `before_commit` (a run's reviewer): called with the report
+    once the review's entry is written; the files it then wrote that go into the commit (the
+    task's completion: flow/early_acceptance.py), or None.
 
     For workflow runs: `role` "reviewer" gives the agent read-only tools and `submit_review`
     (an agent CLI hands in through `specflux submit-review`, to its step's channel `handin`), and records
@@ -207,6 +210,10 @@ def run_session(
                 if role == "reviewer":
                     report.review = side.review or getattr(toolbox, "review", None) or handed_in_review(handin)
                     seen = _with_written(seen, git, record_review(manager, task_id, report, outcome, clock))
+                    more = before_commit(report) if before_commit is not None and report.session is not None else None
+                    if more is not None:  # (the task's completion: into this commit)
+                        report.status = manager.load(task_id).status
+                        seen = _with_ours(seen, manager, git, more)
                 elif edits_task_file:
                     settle_agent_edits(manager, task_id, entries_before, hand, outcome, clock, report,
                                        complete_on_handoff)
@@ -240,9 +247,15 @@ def _as_now(soon: "Callable[[], tuple[str, dict]]", manager, git, wrote: list[Pa
     """The status `soon` read as the agent stopped (`Git.status_soon`), standing for now: with the
     files specflux wrote since (`wrote`: task files, archives) added. None (read it again) where
     specflux removed a file or wrote any other (one git may ignore, which the status would not show)."""
+    return _with_ours(soon(), manager, git, wrote)
+
+
+def _with_ours(seen: "tuple[str, dict] | None", manager, git, wrote: list[Path]) -> "tuple[str, dict] | None":
+    """`seen` with the files specflux wrote since (`wrote`) added, where it can stand for now:
+    None (read it again) where specflux removed a file or wrote one outside `task-states/` and
+    `archives/` (git may ignore it, which the status would not show)."""
     import os
 
-    seen = soon()
     ws = manager.ws
     kept = (ws.states_dir, ws.archives_dir)
     for path in wrote:

@@ -27,6 +27,7 @@ from specflux.base.errors import SpecfluxError
 from specflux.base.durability import synced_together
 from specflux.base.files import journaled
 from specflux.format.render import now_stamp
+from specflux.flow.early_acceptance import InCommit, chain_output
 from specflux.flow.decisions import (AgentErrorInfo, AgentResponse, Annotate, Decision, DecisionContext,
                                      RequestApproval, RequestWork)
 from specflux.flow.record.journal import FILES, UNDONE, RunJournal, redo_lost_writes
@@ -53,6 +54,8 @@ SYNCED = frozenset({"step_started", "status", FILES, UNDONE})
 
 
 class Engine:
+    accepts_in_commit = True  # a task accepted in its reviewer's commit (early_acceptance.py)
+
     def __init__(self, manager: "TaskStateManager", run: "Run", spec: "Spec", roles: "Roles", *,
                  say: Callable[[str], None] = lambda line: None,
                  moments: dict[str, tuple[int, int]] | None = None,
@@ -68,6 +71,9 @@ class Engine:
         self._watcher: StopWatcher | None = None  # one for every step of a drive
         self._journaled = False  # this step's effects were journaled: the log was fsynced then
         self.recheck: Callable[[], str | None] | None = None  # why its holds are lost (holds_check.py)
+        own_spec = type(spec).__module__.startswith("specflux.")  # (pure: decided once before a commit)
+        self.in_commit = InCommit(self) if own_spec and self.accepts_in_commit else None
+        roles.accept_in_commit = self.in_commit  # a reviewer's acceptance goes into its commit
 
     # ----------------------------------------------------------------- driving
 
@@ -298,11 +304,12 @@ class Engine:
             self._record({"type": "status", "status": "paused", "pausedFor": "user", **({"failureDetail": why} if why else {})})
 
     def _finish_step(self, step: dict[str, Any], result: StepResult) -> None:
-        tries = self.run.state()["stepTries"].get(step["stepId"], 0)
-        now, seed = self._moment(f"{step['stepId']}#{tries + 1}")
+        key = f"{step['stepId']}#{self.run.state()['stepTries'].get(step['stepId'], 0) + 1}"
+        made = self.in_commit.take(key, result.output) if self.in_commit is not None else None
+        now, seed = made[:2] if made else (result.moment or self._moment(key))  # (moment: before its commit)
         self._record({"type": "step_finished", "stepId": step["stepId"], "kind": step["kind"],
                       "taskId": step.get("taskId"), "now": now, "seed": seed, **result.to_event()})
-        self._decide(self.run.state()["lastFinished"])
+        self._decide(self.run.state()["lastFinished"], made[2] if made else None)  # (made before its commit)
 
     def _decide_undecided(self) -> None:
         """A crash between a step's `step_finished` and its decision: make the decision now, from
@@ -313,11 +320,15 @@ class Engine:
                 and finished.get("error", {}).get("type") != "INTERRUPTED" and "now" in finished:
             self._decide(finished)
 
-    def _decide(self, finished: dict[str, Any]) -> None:
-        """The spec's decision on a finished step (its event), recorded and carried out."""
+    def _decide(self, finished: dict[str, Any], made: Decision | None = None) -> None:
+        """The spec's decision on a finished step (its event), recorded and carried out; `made`:
+        the one made on it already, before the reviewer's commit (early_acceptance.py)."""
         self._deciding = finished
         try:
-            self._decide_on(finished)
+            if made is None:
+                self._decide_on(finished)
+            else:
+                self._apply(made, step_id=finished["stepId"], task_id=finished.get("taskId"))
         finally:
             self._deciding = None
 
@@ -395,12 +406,16 @@ class Engine:
         reason = action.value.get("reason") if isinstance(action.value, dict) else (action.value or None)
         trailers = {"Specflux-Run": self.run.id, "Specflux-Role": "engine"}
         if verb == "accepted":
-            chain = self._chain_output(task_id)
-            outcome = self.manager.complete(task_id, chain["summary"], chain.get("downstream") or None,
-                                            commit=self.manager.git is not None, trailers=trailers)
-            for target in outcome.wired:
+            finished = state.get("lastFinished") or {}  # completed in its reviewer's commit, or now:
+            wired, notices = finished.get("wired") or [], []
+            if finished.get("accepted") != task_id or self.manager.load(task_id).status != "complete":
+                chain = chain_output(self.run.state(), self.manager, self.run.id, task_id)
+                outcome = self.manager.complete(task_id, chain["summary"], chain.get("downstream") or None,
+                                                commit=self.manager.git is not None, trailers=trailers)
+                wired, notices = outcome.wired, outcome.notices
+            for target in wired:
                 self.say(f"task {task_id} complete; wired into task {target}")
-            for notice in outcome.notices:
+            for notice in notices:
                 self.say(notice)
             untested = untested_acceptance(state, task_id, self.manager)
             if untested:
@@ -421,20 +436,6 @@ class Engine:
             self.manager.set_status(task_id, wanted, commit=self.manager.git is not None, trailers=trailers,
                                     reason=reason)
         self._record({"type": "task_status", "taskId": task_id, "status": wanted, "reason": reason})
-
-    def _chain_output(self, task_id: str) -> dict[str, str]:
-        """What the accepted task hands downstream: the coder's last chain output in this run,
-        else the chain output already in its file, else its last session's account."""
-        state = self.run.state()
-        if state["chainOutputs"].get(task_id):
-            return state["chainOutputs"][task_id]
-        doc = self.manager.load(task_id)
-        out = doc.chain_output()
-        if out is not None and out.summary:
-            return {"summary": out.summary, "downstream": out.downstream}
-        did = state["coderAccounts"].get(task_id)
-        return {"summary": "; ".join(did) if did else f"Task {task_id} was accepted by run {self.run.id}.",
-                "downstream": ""}
 
     def _outcome(self, decision: Decision, state: dict[str, Any]) -> tuple[str, str | None]:
         if decision.failure_reason:

@@ -3,6 +3,10 @@ are recorded in the event log, fsynced once, and written without fsyncs of their
 power loss can do to such a file — its new name on the disk without its new bytes (empty), or
 the old file still there — is made here by hand after a real `kill -9` at a named point, and
 `flow resume` puts the run's write back. A file changed since (a person's edit) is left alone.
+
+The runs here take their lanes (`--parallel 2`): there a task is accepted once its lane is merged,
+by the decision's effects, through the journal. A one-lane run accepts a task in its reviewer's own
+commit (flow/early_acceptance.py; its kills: test_accept_in_commit.py).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def agent_env(tmp_path: Path) -> dict:
 
 def start(repo: Path, env: dict, crash_at: str) -> subprocess.CompletedProcess:
     cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
-    return specflux(repo, "flow", "start", "--agent", "command", "--cmd", cmd,
+    return specflux(repo, "flow", "start", "--agent", "command", "--cmd", cmd, "--parallel", "2",
                     env={**env, "SPECFLUX_CRASH_AT": crash_at}, timeout=180)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+import helpers
 from helpers import fake_agent_plan as plan
 from helpers import specflux_process as specflux
 from test_flow import DOCS, FIX, _background, _wait_for, project, start, status  # noqa: F401
@@ -33,7 +34,7 @@ def file_status(repo: Path, task: str) -> str:
 
 
 def completions(repo: Path, task: str) -> int:
-    return sum(1 for s in git(repo, "log", "--format=%s").splitlines() if s.startswith(f"task {task}: complete"))
+    return helpers.completions(repo, task)
 
 
 def ctrl_c_during_the_first_coder(repo: Path, tmp_path: Path, env: dict, *extra: str) -> str:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
+from helpers import completions
 from helpers import fake_agent_plan as plan
 from helpers import run
 from helpers import specflux_process as specflux
@@ -275,5 +276,5 @@ def test_a_step_done_before_the_kill_is_not_asked_for_again(project, tmp_path, p
     assert json.loads(specflux(project, "flow", "status", "--json").stdout)["status"] == "completed"
     log = git(project, "log", "--format=%s").splitlines()
     for task in FRUIT:
-        assert sum(1 for s in log if s.startswith(f"task {task}: complete")) == 1, log
+        assert completions(project, task) == 1, log
         assert sum(1 for s in log if s.startswith(f"task {task}: session") and "Review" in s) == 1, log

@@ -18,10 +18,11 @@ from test_first_hour_runs import agent_args, make_project, sf
 # and after and its commit (update-index, commit; the index it was built in becomes the user's, so
 # no reset), the coder's diff (which the reviewer is then shown too; what the coder left
 # uncommitted comes from its commit's status), the reviewer's undo check reading the status its
-# commit then reads too, and the accepted task's commit, plus the run's own (preflight, history):
-# 6.0 at three tasks. Before issue 26, 12.7, and a `git maintenance` after each commit; 8.0 before
-# the index swap and the shared statuses.
-MOST_PER_STEP = 6.5
+# commit then reads too, plus the run's own (preflight, history): 5.2 at three tasks. The accepted
+# task's completion goes into its reviewer's commit (flow/early_acceptance.py): 6.0 before, 12.7
+# before issue 26 and a `git maintenance` after each commit; 8.0 before the index swap and the
+# shared statuses.
+MOST_PER_STEP = 5.5
 # `git status` per agent step: the one before the session and the one its commit reads (plus the
 # run's preflight, once)
 MOST_STATUS_PER_STEP = 2.2

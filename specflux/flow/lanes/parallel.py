@@ -45,6 +45,8 @@ MERGE_AGAIN_S = 2.0  # while lanes run, how often a merge the user's busy git re
 
 
 class ParallelEngine(Engine):
+    accepts_in_commit = False  # a lane's task is accepted once its change is merged: its own commit
+
     def __init__(self, manager: "TaskStateManager", run: "Run", spec: "Spec", roles: "Roles", *,
                  worktrees: Worktrees, order: list[str] | None = None, **options: Any):
         """`order`: a replay's step ids in the order the recorded run took their results."""

@@ -1,5 +1,6 @@
 """A step's session that the engine's crash (a kill, a power cut) cut short, met again on resume:
-either it had committed (its result is taken from that commit), or it had not (its attempt gets a progress-log entry saying so, and what it
+either it had committed (its result is taken from that commit, and from what the step wrote down
+before committing), or it had not (its attempt gets a progress-log entry saying so, and what it
 changed is committed as that attempt, from the baseline the step saved).
 """
 
@@ -13,9 +14,12 @@ if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
 
 
-def finished_commit(manager: "TaskStateManager", run_id: str, step: dict[str, Any]) -> dict[str, Any] | None:
+def finished_commit(manager: "TaskStateManager", run_id: str, step: dict[str, Any],
+                    before_commit: Path | None = None) -> dict[str, Any] | None:
     """A session of this step that committed before the crash (and was not interrupted), as the
-    step's summary."""
+    step's summary; `before_commit`: what the step wrote down just before that commit (a
+    reviewer's verdict, the task it accepted in the commit and the decision's moment:
+    flow/early_acceptance.py), if it did."""
     git = manager.git
     if git is None:
         return None
@@ -30,6 +34,13 @@ def finished_commit(manager: "TaskStateManager", run_id: str, step: dict[str, An
             "commit": c.sha, "error": None, "usage": usage_of_trailers(t), "code": f"commit {c.sha[:12]}",
             "review": None,
             "handoff": {"did": [c.subject], "chainOutput": None} if stop in ("end_session", "end_turn") else None}
+    if before_commit is not None and before_commit.is_file():
+        try:
+            noted = json.loads(before_commit.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            noted = {}
+        if noted.get("session") == done["session"]:  # (written for this very session)
+            done.update({k: noted[k] for k in ("review", "accepted", "wired", "moment") if k in noted})
     return done
 
 

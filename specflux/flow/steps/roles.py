@@ -49,6 +49,9 @@ class StepResult:
     stamp: str | None = None  # the time written in the step's session entry
     tree: str | None = None  # the coder's: the work tree it left, .specflux/ aside (stall detection)
     refused: str | None = None  # why the engine refused what the step did (its branch rewritten, ...)
+    accepted: str | None = None  # the task completed in the reviewer's commit (flow/early_acceptance.py)
+    wired: list[str] | None = None  # ... and the tasks its chain output went into
+    moment: tuple[int, int] | None = None  # the decision's (now, seed), where made before the commit
 
     def to_event(self) -> dict[str, Any]:
         event = {"status": self.status, "output": self.output, "usage": self.usage, "durationMs": self.duration_ms}
@@ -67,6 +70,8 @@ class StepResult:
             event["tree"] = self.tree
         if self.refused:
             event["refused"] = self.refused
+        if self.accepted:
+            event["accepted"], event["wired"] = self.accepted, list(self.wired or [])
         return event
 
 
@@ -102,6 +107,8 @@ class Roles:
         self._budget_left_usd: float | None = None
         self._share: Any = None  # (a lane's step: lanes/shares.py)
         self._attempts = Attempts()  # the coder commits this process made (flow/steps/attempts.py)
+        self.accept_in_commit: Callable[..., Any] | None = None  # the engine's (flow/early_acceptance.py)
+        self._accepted: dict[str, Any] = {}  # what the reviewer's commit accepted
 
     def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1, share: Any = None) -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
@@ -204,8 +211,10 @@ class Roles:
         saved = self._steps / f"{self._key.replace('#', '-')}.session.json"  # one per try of the step
         if saved.is_file():  # (the tree may have changed since: what it left uncommitted is read again)
             return {**json.loads(saved.read_text(encoding="utf-8")), "uncommitted": None}
+        self._accepted = {}
+        early = self._steps / f"{self._key.replace('#', '-')}.early.json"  # written just before its commit
         if self._resumed:
-            finished = finished_commit(self.manager, self.run.id, step)
+            finished = finished_commit(self.manager, self.run.id, step, early)
             if finished is not None:
                 return finished
             for line in commit_crashed(self.manager, step, self._steps, self._trailers(role, step)):
@@ -222,7 +231,8 @@ class Roles:
                                  clock=clock, role=role, trailers=self._trailers(role, step), complete_on_handoff=False,
                                  say=self.say, model=self.agents.model, handin=handin,
                                  token_budget=self._session_budget(), budget_usd=self._budget_left_usd,
-                                 baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True, **options)
+                                 baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True,
+                                 before_commit=self._accepting(step, early) if role == "reviewer" else None, **options)
             received = handin.receive() if handin is not None else None
         finally:
             if handin is not None:
@@ -237,7 +247,7 @@ class Roles:
             "stop": report.stop, "ok": report.ok, "session": report.session, "commit": report.commit,
             "error": report.error, "usage": _usage(report), "code": _code_summary(report), "review": report.review,
             "uncommitted": report.uncommitted, "changed": list(report.changed),
-            **handin_summary(received, self.run, step),
+            **handin_summary(received, self.run, step), **self._accepted,
             "handoff": None if handoff is None else {
                 "did": list(handoff.did),
                 "chainOutput": None if handoff.chain_output is None else {
@@ -247,6 +257,36 @@ class Roles:
 
         atomic_write(saved, json.dumps(summary, ensure_ascii=False), sync=False)  # (a power cut redoes the step)
         return summary
+
+    def _accepting(self, step: dict[str, Any], early: Path) -> Callable[[Any], list[Path] | None] | None:
+        """What the reviewer's session does before its commit: where the run's decision on its
+        verdict accepts the task, the task's completion goes into that commit (the files it wrote
+        are returned), with the verdict, the acceptance and the decision's moment written down
+        first (`early`: a crash after the commit resumes from them: steps/crashed.py)."""
+        accept = self.accept_in_commit
+        if accept is None:
+            return None
+
+        def before_commit(report) -> list[Path] | None:
+            task_id = step["taskId"]
+            done = {"session": report.session, "stop": report.stop, "error": report.error}
+            if report.review is None or _api_failure(done) is not None or unjudged(report.review, self.manager, task_id):
+                return None
+            import json
+
+            from specflux.base.files import atomic_write, watching_writes
+
+            result = StepResult("OK", {"taskId": task_id, **report.review}, usage=_usage(report))
+            with watching_writes() as completed:
+                accepted = accept(step, result)
+            if accepted is None:
+                return None
+            self._accepted = {"accepted": task_id, "wired": accepted.wired, "moment": list(accepted.moment)}
+            atomic_write(early, json.dumps({"session": report.session, "review": report.review, **self._accepted}),
+                         sync=False)  # (synced with the step's writes: synced_together)
+            return completed
+
+        return before_commit
 
     def _changed_in_run(self, task_id: str, state: dict[str, Any]) -> bool:
         """Whether the task's coder commits in this run, as this process made them, add up to a
@@ -292,7 +332,10 @@ class Roles:
         output = {"taskId": task_id, **review}
         if tampering_notices(done):
             output["notices"] = tampering_notices(done)
-        return StepResult("OK", output, usage=done["usage"], duration_ms=_ms(started), commit=done["commit"])
+        moment = done.get("moment")
+        return StepResult("OK", output, usage=done["usage"], duration_ms=_ms(started), commit=done["commit"],
+                          accepted=done.get("accepted"), wired=done.get("wired"),
+                          moment=tuple(moment) if moment else None)
 
     def _change_to_review(self, task_id: str, state: dict[str, Any]) -> str:
         """The coder's change for this task in this run: the commits and their diff (truncated)."""
