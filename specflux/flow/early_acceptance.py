@@ -26,7 +26,6 @@ from specflux.flow.decisions import AgentResponse, Annotate, Decision, DecisionC
 from specflux.flow.state import fold, task_by_id
 
 if TYPE_CHECKING:
-    from specflux.flow.engine import Engine
     from specflux.flow.steps.roles import StepResult
     from specflux.store.manager import TaskStateManager
 
@@ -45,8 +44,8 @@ class InCommit:
     completes the task when the decision accepts it); `take` hands that decision to the engine
     when the step's result is recorded, so that it is made once."""
 
-    def __init__(self, engine: "Engine"):
-        self.engine = engine
+    def __init__(self, engine: Any):
+        self.engine = engine  # (flow/engine.py's Engine, which makes one for itself)
         self._made: tuple[str, dict[str, Any], int, int, Decision] | None = None
 
     def __call__(self, step: dict[str, Any], result: "StepResult") -> Accepted | None:

@@ -72,7 +72,8 @@ class Engine:
         self._journaled = False  # this step's effects were journaled: the log was fsynced then
         self.recheck: Callable[[], str | None] | None = None  # why its holds are lost (holds_check.py)
         own_spec = type(spec).__module__.startswith("specflux.")  # (pure: decided once before a commit)
-        self.in_commit = InCommit(self) if own_spec and self.accepts_in_commit else None
+        fold = own_spec and self.accepts_in_commit and run.state().get("acceptInCommit")
+        self.in_commit = InCommit(self) if fold else None
         roles.accept_in_commit = self.in_commit  # a reviewer's acceptance goes into its commit
 
     # ----------------------------------------------------------------- driving

@@ -89,6 +89,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
         "agent": {"kind": agents.kind, "cmd": agents.cmd, "model": agents.model, "sandbox": agents.sandbox},
         **({"parallel": parallel, "targetBranch": target} if parallel > 1 else {}),
         **({"unmetered": unmetered} if unmetered else {}),
+        "acceptInCommit": True,  # a task its reviewer approves is completed in that commit (early_acceptance.py)
     }
     holds = Holds(manager.ws)
     with holds.locked():  # two `flow start`s at once: the second sees the first's holds

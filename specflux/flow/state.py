@@ -145,6 +145,9 @@ def _created(state: dict, e: dict) -> None:
         "lanes": {},  # task id -> its latest attempt's worktree, branch and base (parallel runs)
         "laneOutputs": {},  # task id -> {coderOutput, reviewerOutput, ...}: each task's own last outputs
         "mergeOutput": None,
+        # a run created before this existed keeps an acceptance commit of its own (its resume and
+        # its replay then take the same steps it took): flow/early_acceptance.py
+        "acceptInCommit": bool(e.get("acceptInCommit")),
     })
 
 

@@ -122,3 +122,32 @@ def test_a_decision_the_engine_refused_since_is_not_taken_over(tmp_path):
     made._made = ("s8#1", {"taskId": "1", "approved": True}, 5, 7, decision)
     assert made.take("s8#1", {"taskId": "1", "approved": True, "notices": ["n"]}) == (5, 7, decision)
     assert made.take("s8#1", {"taskId": "1", "approved": True}) is None  # made once
+
+
+def test_a_run_created_before_this_keeps_the_acceptance_commit(project, tmp_path, monkeypatch, capsys):
+    """A run whose `run_created` does not say `acceptInCommit` (made by an earlier specflux, then
+    resumed or replayed by this one) takes the steps it took: the acceptance's own commit."""
+    import shlex
+    import sys
+
+    from helpers import run
+    from test_flow_journal import AGENT
+
+    from specflux.flow.record.run import Run
+
+    made = Run.create.__func__
+
+    def as_before(cls, ws, created, run_id=None):
+        return made(cls, ws, {k: v for k, v in created.items() if k != "acceptInCommit"}, run_id)
+
+    monkeypatch.setattr(Run, "create", classmethod(as_before))
+    for key, value in agent_env(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(AGENT))}"
+    code, out, err = run(capsys, project, "flow", "start", "--agent", "command", "--cmd", cmd)
+    assert code == 0, out + err
+    completed(project)
+    subjects = git(project, "log", "--format=%s").splitlines()
+    assert [s for s in subjects if s.startswith("task 1: complete")], subjects
+    assert completions(project, "1") == completions(project, "2") == 1
+    assert not [e for e in events(project) if e["type"] == "step_finished" and e.get("accepted")]
