@@ -96,6 +96,7 @@ def run_session(
     baseline_path: Path | None = None,
     guard: bool = False,
     before_commit: Callable[[SessionReport], list[Path] | None] | None = None,
+    known_status: tuple[str, dict] | None = None,
 ) -> SessionReport:
     """Run one session. `edits_task_file` is for agents that follow the protocol by editing the
     task file themselves (agent CLIs): they get the context written for that, and their file is
@@ -103,7 +104,9 @@ def run_session(
     (workflow runs): other tasks' files and the workspace's settings the agent changed are put back
     before the commit (`protected.py`). `before_commit` (a run's reviewer): called with the report
     once the review's entry is written; the files it then wrote that go into the commit (the
-    task's completion: flow/early_acceptance.py), or None.
+    task's completion: flow/early_acceptance.py), or None. `known_status`: the work tree's status
+    as the caller knows it (a run's session right after the one before: its `report.after`, where
+    nothing ran between), for the baseline instead of asking git.
 
     For workflow runs: `role` "reviewer" gives the agent read-only tools and `submit_review`
     (an agent CLI hands in through `specflux submit-review`, to its step's channel `handin`), and records
@@ -134,7 +137,7 @@ def run_session(
             say(sandbox.warning)
     for line in early_notices:
         say(line)
-    baseline = git.capture() if git is not None else None
+    baseline = git.capture(known_status) if git is not None else None
     if baseline is not None and baseline_path is not None:  # a run commits a crashed session with it
         from specflux.base.files import atomic_write
         import json
@@ -296,6 +299,7 @@ def _commit(manager, git, baseline, task_id, side, outcome, report, extra=None,
     if done.after is not None:  # what is left uncommitted, known without asking git again
         from specflux.vcs.status import dirty_records
 
+        report.after = (done.sha, done.after) if done.sha else None
         under = git.inside(manager.ws.root)
         report.uncommitted = None if under is None else dirty_records(done.after, under)
 

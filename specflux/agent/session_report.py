@@ -29,6 +29,7 @@ class SessionReport:
     handoff: Handoff | None = None  # the agent's end_session (a run decides what to do with it)
     review: dict | None = None  # a reviewer session's verdict (submit_review), or None
     uncommitted: list[str] | None = None  # right after its commit, as `flow.steps.evidence.uncommitted` says
+    after: tuple[str, dict] | None = None  # HEAD and `git status` right after its commit, where known
 
     @property
     def ok(self) -> bool:

@@ -126,13 +126,15 @@ class Git:
             return [f"HEAD is detached at {detached[:7]}: the commit will not be on any branch"]
         return []
 
-    def capture(self) -> Baseline:
+    def capture(self, known: tuple[str, dict] | None = None) -> Baseline:
         """The work tree before an agent session, for `commit_session` after it.
 
         Every path `git status` shows (untracked files included) is fingerprinted; each tracked
         regular file the user had changed also keeps its bytes (up to KEEP_FILE_BYTES each and
         KEEP_TOTAL_BYTES in all: session_commit.py), so that a later change by the session can be
-        told apart.
+        told apart. `known`: the status as the caller knows it (HEAD, entries: the status right
+        after the session commit just before, where nothing ran since), taken while HEAD is still
+        the one it names; else git is asked.
         """
         from specflux.vcs.index_journal import FOLLOW_JOURNAL
         from specflux.vcs.session_commit import capture
@@ -141,7 +143,10 @@ class Git:
         if (git_dir / FOLLOW_JOURNAL).exists():  # a kill left index entries that would read as the user's work
             with _exclusive(git_dir / "specflux-commit.flock"):
                 index_follows_head(git_dir, self._git)
-        return capture(self.root, self._git_raw)
+            known = None
+        if known is not None and (not known[0] or known[0] != self.head()):
+            known = None  # a commit since (a person's, an acceptance's): read it again
+        return capture(self.root, self._git_raw, known)
 
     def status(self) -> tuple[str, dict]:
         """HEAD's sha and `git status` of every path it shows (path -> `vcs.status.StatusEntry`),

@@ -37,10 +37,12 @@ _PARTLY = (
 )
 
 
-def capture(root: Path, run_bytes: Callable[..., subprocess.CompletedProcess[bytes]]) -> Baseline:
+def capture(root: Path, run_bytes: Callable[..., subprocess.CompletedProcess[bytes]],
+            known: "tuple[str, Mapping[str, StatusEntry]] | None" = None) -> Baseline:
     """The work tree at `root` before an agent session, as `Git.capture` says; `run_bytes(*args)`
-    runs git there with bytes out (`Git._git_raw`)."""
-    head, entries = read_status(run_bytes)
+    runs git there with bytes out (`Git._git_raw`); `known`: HEAD and the status, where the caller
+    has them (`Git.capture`)."""
+    head, entries = known if known is not None else read_status(run_bytes)
     dirty: dict[str, Dirty] = {}
     budget = KEEP_TOTAL_BYTES
     for path, entry in entries.items():

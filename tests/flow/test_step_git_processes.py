@@ -23,8 +23,8 @@ from test_first_hour_runs import agent_args, make_project, sf
 # before issue 26 and a `git maintenance` after each commit; 8.0 before the index swap and the
 # shared statuses.
 MOST_PER_STEP = 5.5
-# `git status` per agent step: the one before the session and the one its commit reads (plus the
-# run's preflight, once)
+# `git status` per agent step: the one before the session (none for a coder right after its run's
+# reviewer commit: that commit's status) and the one its commit reads (plus the run's preflight, once)
 MOST_STATUS_PER_STEP = 2.2
 
 
@@ -83,3 +83,20 @@ def test_what_a_reviewer_changed_is_put_back_and_its_commit_holds_only_the_revie
     assert len(reviews) == 1
     shown = git(repo, "show", "--name-only", "--format=", reviews[0]).split()
     assert shown and all(path.startswith(".specflux/") for path in shown), shown
+
+
+def test_a_coder_after_a_reviewer_starts_from_the_reviewers_commit(git_repo: Path, tmp_path: Path):
+    repo = make_project(git_repo, tmp_path / "agent.py")
+    (repo / "notes.txt").write_text("the user's own notes, never committed by the run\n")
+    trace = tmp_path / "git-trace"
+    done = sf(repo, "flow", "start", *agent_args(repo), env={"GIT_TRACE": str(trace)})
+    assert "run completed" in done.stdout + done.stderr
+    # a coder's session that follows a reviewer's commit (Git.capture(known)) starts with no
+    # status of its own: two of the three here; a status before and after every other session,
+    # and the run's preflight
+    statuses = git_processes(trace)["status"]
+    coders = git(repo, "log", "--reverse", "--format=%(trailers:key=Specflux-Role,valueonly)").split()
+    assert coders.count("coder") == 3 and coders.count("reviewer") == 3
+    assert statuses <= 2 * 6 - 2 + 1, statuses
+    assert "notes.txt" not in git(repo, "log", "--name-only", "--format=")  # the user's file never committed
+    assert git(repo, "status", "--porcelain") == "?? notes.txt\n"

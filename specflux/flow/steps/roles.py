@@ -109,6 +109,9 @@ class Roles:
         self._attempts = Attempts()  # the coder commits this process made (flow/steps/attempts.py)
         self.accept_in_commit: Callable[..., Any] | None = None  # the engine's (flow/early_acceptance.py)
         self._accepted: dict[str, Any] = {}  # what the reviewer's commit accepted
+        # HEAD and the work tree's status right after this roles' last step, a reviewer's commit:
+        # the next coder's baseline, where it comes next (nothing ran between that could write)
+        self._known: tuple[str, dict] | None = None
 
     def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1, share: Any = None) -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
@@ -128,6 +131,7 @@ class Roles:
         `key` names this try of the step (its recording); `stamp` is the time written in its
         session entry (a replay passes the recorded one, so that every later context matches)."""
         self._resumed = resumed
+        known, self._known = self._known, None  # (only for the step right after)
         self._key = key or f"{step['stepId']}#1"
         self._stamp = stamp
         from specflux.flow.workflow.limits import budget_left
@@ -139,7 +143,7 @@ class Roles:
             self._budget_left, self._budget_left_usd = self._share.tokens, self._share.usd
         kind = step["kind"]
         if kind == "coder":
-            return self.coder(step, state)
+            return self.coder(step, state, known)
         if kind == "reviewer":
             return self.reviewer(step, state)
         if kind == "validate":
@@ -149,7 +153,7 @@ class Roles:
 
     # ----------------------------------------------------------------- coder
 
-    def coder(self, step: dict[str, Any], state: dict[str, Any]) -> StepResult:
+    def coder(self, step: dict[str, Any], state: dict[str, Any], known: tuple[str, dict] | None = None) -> StepResult:
         task_id = step["taskId"]
         started = time.monotonic()
         extra = "\n\n".join(part for part in (self._note, retry_context(state, task_id)) if part)
@@ -157,7 +161,7 @@ class Roles:
             extra = (f"This session is one step of workflow run {self.run.id}: the run decides when the task is "
                      "complete. Do not run `specflux complete`; when every criterion is met, write `### Summary` "
                      "and `### For Downstream Tasks` under `## 4. Chain Output` yourself.\n\n" + extra).strip()
-        done = self._session(step, "coder", extra_context=extra)
+        done = self._session(step, "coder", extra_context=extra, known_status=known)
         usage = done["usage"]
         failure = _api_failure(done)
         timed_out = failure is not None and failure.type == "TIMEOUT"
@@ -234,6 +238,7 @@ class Roles:
                                  baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True,
                                  before_commit=self._accepting(step, early) if role == "reviewer" else None, **options)
             received = handin.receive() if handin is not None else None
+            self._known = report.after if role == "reviewer" else None
         finally:
             if handin is not None:
                 handin.close()
