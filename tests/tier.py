@@ -29,6 +29,7 @@ FAST = (
     "tests/vcs/test_vcs_states.py",
     "tests/vcs/test_refs.py",
     "tests/vcs/test_relative_paths.py",
+    "tests/vcs/test_capture_known.py",
     # store: the task store
     "tests/store/test_chain.py",
     "tests/store/test_chain_output.py",
@@ -68,6 +69,8 @@ FAST = (
     "tests/flow/test_validate.py",
     "tests/flow/test_flow.py::test_retries_exhausted_fail_the_task_and_block_its_dependents",
     "tests/flow/test_step_git_processes.py",
+    "tests/flow/test_accept_in_commit.py::test_the_reviewer_commit_that_accepts_a_task_holds_its_completion_and_its_dependents",
+    "tests/flow/test_accept_in_commit.py::test_a_decision_the_engine_refused_since_is_not_taken_over",
     # surface: what the surfaces share
     "tests/surface/test_surface.py",
     # board: the page's data and layout, and --serve reading only what changed (no browser)
