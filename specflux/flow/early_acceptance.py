@@ -55,7 +55,7 @@ class InCommit:
         task = task_by_id(state, task_id) if task_id else None
         if task is None or task["status"] == "complete":
             return None
-        key = f"{step['stepId']}#{state['stepTries'].get(step['stepId'], 0) + 1}"
+        key = e.try_key(step)
         now, seed = e._moment(key)
         finished = {"type": "step_finished", "seq": state.get("lastSeq", 0) + 1, "stepId": step["stepId"],
                     "kind": step["kind"], "taskId": task_id, "now": now, "seed": seed, **result.to_event()}
@@ -66,7 +66,7 @@ class InCommit:
             return None
         if not any(isinstance(a, Annotate) and a.key == f"accepted:{task_id}" for a in decision.actions):
             return None
-        chain = chain_output(e.run.state(), e.manager, e.run.id, task_id)
+        chain = chain_output(state, e.manager, e.run.id, task_id)
         outcome = e.manager.complete(task_id, chain["summary"], chain.get("downstream") or None, commit=False)
         for notice in outcome.notices:
             e.say(notice)

@@ -174,11 +174,13 @@ class Engine:
         return True
 
     def _try_of(self, step: dict[str, Any]) -> tuple[str, str]:
-        """This try of `step`: its key (`s8#2`, what its recording is named by) and the time its
-        session entry carries (a replay's recorded one)."""
-        tries = self.run.state()["stepTries"].get(step["stepId"], 0)
-        key = f"{step['stepId']}#{tries + 1}"
+        """This try of `step`: its key and the time its session entry carries (a replay's recorded one)."""
+        key = self.try_key(step)
         return key, self.stamps.get(key) or self.stamp_clock()
+
+    def try_key(self, step: dict[str, Any]) -> str:
+        """The key of `step`'s try now in flight (`s8#2`): its recording, its moment, its files are named by it."""
+        return f"{step['stepId']}#{self.run.state()['stepTries'].get(step['stepId'], 0) + 1}"
 
     # ----------------------------------------------------------------- control from any terminal
 
@@ -305,7 +307,7 @@ class Engine:
             self._record({"type": "status", "status": "paused", "pausedFor": "user", **({"failureDetail": why} if why else {})})
 
     def _finish_step(self, step: dict[str, Any], result: StepResult) -> None:
-        key = f"{step['stepId']}#{self.run.state()['stepTries'].get(step['stepId'], 0) + 1}"
+        key = self.try_key(step)
         made = self.in_commit.take(key, result.output) if self.in_commit is not None else None
         now, seed = made[:2] if made else (result.moment or self._moment(key))  # (moment: before its commit)
         self._record({"type": "step_finished", "stepId": step["stepId"], "kind": step["kind"],

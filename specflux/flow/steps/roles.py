@@ -212,11 +212,12 @@ class Roles:
         crash interrupted had already finished. Returns a plain summary, saved before it is used."""
         import json
 
-        saved = self._steps / f"{self._key.replace('#', '-')}.session.json"  # one per try of the step
+        named = self._key.replace('#', '-')  # this try's files
+        saved = self._steps / f"{named}.session.json"
         if saved.is_file():  # (the tree may have changed since: what it left uncommitted is read again)
             return {**json.loads(saved.read_text(encoding="utf-8")), "uncommitted": None}
         self._accepted = {}
-        early = self._steps / f"{self._key.replace('#', '-')}.early.json"  # written just before its commit
+        early = self._steps / f"{named}.early.json"  # written just before its commit
         if self._resumed:
             finished = finished_commit(self.manager, self.run.id, step, early)
             if finished is not None:
