@@ -269,6 +269,34 @@ def test_edits_from_the_page_are_the_clis_and_a_hand_edit_is_never_overwritten(t
         assert page.locator("#detail b", has_text="bold").count() == 0
 
 
+def test_a_task_made_on_the_page_opens_when_the_push_comes_before_the_answer(tmp_path, browser):
+    """The file watcher's push of the new task can reach the page before the answer to "create"
+    does: the page then opens the task from what it already has (it once waited for a later push
+    that never came, and kept showing the empty form)."""
+    from playwright.sync_api import expect
+
+    repo = new_repo(tmp_path / "repo")
+    sf(repo, "new", "First task", "--ac", "one")
+    with served(repo) as (url, base, _), room_page(browser, url, base) as (page, _):
+        held = []
+
+        def hold_create(route):
+            if route.request.method == "POST" and json.loads(route.request.post_data or "{}").get("action") == "new":
+                held.append((route, route.fetch()))  # the task is made; its answer waits
+            else:
+                route.fallback()
+
+        page.route("**/api/action", hold_create)
+        page.click('button[data-act="new-task"]')
+        page.fill('#detail input[name="title"]', "Made while the answer waits")
+        page.click('#detail button[data-act="create"]')
+        expect(page.locator('.card[data-id="2"]')).to_be_visible()  # the push came first
+        expect(page.locator("#detail h2")).to_have_text("New task")
+        route, response = held[0]
+        route.fulfill(response=response)
+        expect(page.locator("#detail h2")).to_contain_text("Made while the answer waits")
+
+
 def test_the_page_follows_changes_without_reloading(tmp_path, browser):
     from playwright.sync_api import expect
 
