@@ -210,6 +210,37 @@ def test_importing_the_module_does_not_import_jsonata():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_every_built_in_condition_passes_the_check_a_users_file_gets():
+    """Loading a built-in workflow does not compile its conditions (workflow_file._check_when):
+    this is where they are checked instead, exactly as a user's file is at load."""
+    from specflux.flow.workflow.workflow_file import _built_in_conditions, _compile_checked, _Problems
+
+    assert _built_in_conditions() == set(SEED_WHEN.values())
+    for when in _built_in_conditions():
+        problems = _Problems("<built-in>")
+        compiled, constant = _compile_checked(when, "e", 1, problems)
+        assert problems.found == [] and compiled is not None and constant is None, when
+
+
+def test_a_run_of_the_built_in_queue_needs_no_jsonata(tmp_path):
+    """Loading `queue` and deciding on the states a run meets import no JSONata (a worker starts
+    that much sooner); a state the fast conditions leave to JSONata compiles the condition then."""
+    code = f"""if True:
+        import sys
+        from specflux.flow.workflow.workflow_file import load_workflow
+        queue = load_workflow("queue", {str(tmp_path)!r})
+        edges = {{e.id: e for e in queue.edges}}
+        state = {{"coderOutput": {{"selfValidation": {{"passed": True}}}}, "reviewerOutput": {{"approved": True}},
+                  "currentTaskIndex": 0, "tasks": [{{}}, {{}}]}}
+        assert [e.id for e in queue.edges if e.fires(state)] == ["spec-to-coder", "coder-to-reviewer", "next-task"]
+        assert "jsonata" not in sys.modules, "jsonata imported"
+        odd = {{"coderOutput": {{"selfValidation": {{"passed": None}}}}}}  # null: JSONata decides
+        assert edges["coder-retry"].fires(odd) is False and edges["coder-retry"]._compiled is not None
+        assert "jsonata" in sys.modules
+    """
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 # --- finding a workflow ------------------------------------------------------------------------
 
 def test_user_workflow_found_by_name(tmp_path):

@@ -51,6 +51,7 @@ def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], N
               sleep: Callable[[float], None] = time.sleep) -> Integrated:
     """Merge HEAD with the remote branch and push it, deleting the claim in the same push."""
     began = time.monotonic()
+    ensure_driver(remote)  # here, not at the worker's start: two git processes fewer before its first agent
     ref = lease.claims.ref(task)
     tries = 0
     while True:

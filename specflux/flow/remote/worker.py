@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from specflux.base.errors import UsageError
 from specflux.flow.remote.claims import Claim, Claims
-from specflux.flow.remote.integrate import Integrated, ensure_driver, integrate, keep_conflicted
+from specflux.flow.remote.integrate import Integrated, integrate, keep_conflicted
 from specflux.flow.remote.lease import Lease
 from specflux.flow.remote.idle import Idle
 from specflux.flow.remote.note import WorkerNote
@@ -138,7 +138,6 @@ class Worker:
         if dirty:
             raise UsageError("a worker needs a clean tree (it checks out what the remote has): commit or put away "
                              f"{', '.join(line[3:] for line in dirty.splitlines()[:5])}")
-        ensure_driver(self.remote)
         self.note.write(worker=self.options.worker, remote=self.remote.name, branch=self.remote.branch,
                         doing="looking for a task")
         idle = Idle(self.say, f"{self.remote.name}/{self.remote.branch}", poll_s=self.options.poll_s,

@@ -46,6 +46,7 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -91,7 +92,7 @@ class Edge:
     line: int = 0  # the line of this edge's `[[edges]]` header
     _path: str = field(default="<workflow>", repr=False, compare=False)
     _key_lines: tuple[tuple[str, int], ...] = field(default=(), repr=False, compare=False)
-    _compiled: Any = field(default=None, repr=False, compare=False)  # jsonata.Jsonata, compiled at load
+    _compiled: Any = field(default=None, repr=False, compare=False)  # jsonata.Jsonata: compiled at load, else at first use
     _constant: bool | None = field(default=None, repr=False, compare=False)  # a `when` that reads no state
 
     def line_of(self, key: str) -> int:
@@ -388,6 +389,13 @@ def _edge(table: Mapping[str, Any], lines: "_EdgeLines", path: str, problems: _P
                 _key_lines=tuple(key_lines.items()), _compiled=compiled, _constant=constant)
 
 
+@lru_cache(maxsize=1)
+def _built_in_conditions() -> frozenset[str]:
+    """Every `when` of the built-in workflows, as written."""
+    return frozenset(edge["when"] for text in BUILTIN.values() for edge in _toml(text, "<built-in>").get("edges", ())
+                     if "when" in edge)
+
+
 def _compile(expression: str):
     import jsonata
 
@@ -397,7 +405,18 @@ def _compile(expression: str):
 def _check_when(expression: str, edge_id: str, line: int, problems: _Problems) -> tuple[Any, bool | None]:
     """The compiled condition and, when it reads nothing from the state, its constant value; or
     None with the reason added. It must parse, read only fields the run state has, depend on the
-    state alone, and be able to come out true."""
+    state alone, and be able to come out true.
+
+    A condition of a built-in workflow is not compiled here: the suite checks each the same way
+    (tests/flow/test_workflow_file.py), and `Edge.fires` compiles it at the first evaluation the
+    fast conditions leave to JSONata, if one comes. A run of the built-in `queue` (every worker's)
+    so never imports JSONata (~40 ms of CPU before its first agent, more on a busy machine)."""
+    if expression in _built_in_conditions():
+        return None, None
+    return _compile_checked(expression, edge_id, line, problems)
+
+
+def _compile_checked(expression: str, edge_id: str, line: int, problems: _Problems) -> tuple[Any, bool | None]:
     import jsonata
 
     try:
