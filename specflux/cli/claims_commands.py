@@ -145,7 +145,7 @@ def work(args, agents, say) -> int:
         report = run_crew(root, options, agents() if callable(agents) else agents, args.parallel, open_manager=lambda place: open_manager(str(place)),
                           say=say)
     else:
-        worker = Worker(root, options, agents, open_manager=lambda: open_manager(args.root), say=say)
+        worker = Worker(root, options, agents, open_manager=lambda: open_manager(args.root, git=manager.git), say=say)
         print(f"worker {options.worker} on {options.remote}/{worker.home}", flush=True)
         report = worker.run()
     done = ", ".join(f"{t} {s}" for t, s in report.integrated.items()) or "none"

@@ -9,16 +9,18 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
+    from specflux.vcs.git import Git
 
 
-def open_manager(root: str | None, commit: bool = True) -> TaskStateManager:
+def open_manager(root: str | None, commit: bool = True, git: "Git | None" = None) -> TaskStateManager:
     """The TaskStateManager of the workspace at `root` (None: SPECFLUX_ROOT, else the nearest
-    `.specflux/` upwards); it commits only when `commit` and the workspace's config both say so."""
+    `.specflux/` upwards); it commits only when `commit` and the workspace's config both say so.
+    `git`: the repository, when the caller found it already (a worker opens one manager a task)."""
     from specflux.store.manager import TaskStateManager
     from specflux.store.workspace import Workspace
 
     ws = Workspace.find(explicit=root)
-    return TaskStateManager(ws, git=commit and ws.config.commit)
+    return TaskStateManager(ws, git=(git or True) if commit and ws.config.commit else False)
 
 
 def refuse_complete_inside_run(task_id: str) -> None:

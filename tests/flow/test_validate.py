@@ -102,6 +102,26 @@ def test_all_passing(tmp_path):
     assert v.to_state()["passed"] is True and v.to_state()["failedTests"] == []
 
 
+@pytest.mark.parametrize("cache", ["__pycache__", "PYTHONPYCACHEPREFIX"])
+def test_a_fix_of_the_same_size_in_the_same_second_is_tested_as_fixed(tmp_path, cache):
+    """CPython runs a .pyc whose recorded size and modification time (whole seconds) match its
+    source's: a retry that fixes one character within the second the last attempt's tests imported
+    the file was tested as the old code (a fast agent met it). The files the agent edited lose
+    their bytecode before the tests run."""
+    root = project(tmp_path, {"test_calc.py": PASSING})
+    calc = root / "calc.py"
+    calc.write_text(CALC.replace("+", "*"))
+    env = {"PYTHONDONTWRITEBYTECODE": ""}
+    if cache == "PYTHONPYCACHEPREFIX":
+        env[cache] = str(tmp_path / "bytecode")
+    assert not run_validation(root, junit_cfg(), env=env).passed  # compiles calc.py
+    stamp = calc.stat().st_mtime_ns
+    calc.write_text(CALC)
+    os.utime(calc, ns=(stamp, stamp))  # within the same second
+    assert not run_validation(root, junit_cfg(), env=env).passed, "CPython ran the new file: no hazard to guard"
+    assert run_validation(root, junit_cfg(), env=env, edited=[calc]).passed
+
+
 def test_one_failing_test_is_named_with_its_message(tmp_path):
     root = project(tmp_path, {"test_calc.py": ONE_FAILING})
     v = run_validation(root, junit_cfg())

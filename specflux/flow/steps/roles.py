@@ -112,6 +112,7 @@ class Roles:
         # HEAD and the work tree's status right after this roles' last step, a reviewer's commit:
         # the next coder's baseline, where it comes next (nothing ran between that could write)
         self._known: tuple[str, dict] | None = None
+        self._edited: list[Path] = []  # the files the last coder session changed: tested without stale bytecode
 
     def in_lane(self, manager: "TaskStateManager", note: str = "", lanes: int = 1, share: Any = None) -> "Roles":
         """These roles working in a lane's worktree (`manager` rooted there), for one step: a
@@ -168,6 +169,8 @@ class Roles:
         if failure is not None and not timed_out:  # the API, not the work, failed: on_agent_error decides
             return StepResult("ERROR", None, usage=usage, duration_ms=_ms(started), error=failure)
         self._attempts.note(task_id, done["commit"] or "")
+        git = self.manager.git
+        self._edited = [git.root / p for p in done.get("changed") or ()] if git is not None else []
         dirty = done.get("uncommitted")  # as the session's commit left it, else one `git status` for both
         if dirty is None and self.manager.git is not None:
             dirty = uncommitted(self.manager)
@@ -320,7 +323,7 @@ class Roles:
             return None
         from specflux.flow.steps.validate import run_validation
 
-        return run_validation(self.manager.ws.root, cfg)
+        return run_validation(self.manager.ws.root, cfg, edited=self._edited)
 
     # ----------------------------------------------------------------- reviewer
 

@@ -17,6 +17,7 @@ junitparser are imported only when a validation runs.
 from __future__ import annotations
 
 import collections
+import glob
 import json
 import os
 import re
@@ -25,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator, Mapping
+from typing import IO, Any, Iterable, Iterator, Mapping
 
 from specflux.store.config import ValidateConfig
 
@@ -130,15 +131,18 @@ class _Run:
     error: str | None = None
 
 
-def run_validation(root: Path, cfg: ValidateConfig, env: Mapping[str, str] | None = None) -> Validation:
+def run_validation(root: Path, cfg: ValidateConfig, env: Mapping[str, str] | None = None,
+                   edited: Iterable[Path] = ()) -> Validation:
     """Run `cfg.command` in `root` and judge the result.
 
     Without `junit_xml` the exit code alone decides. With it, the run passes only when the command
     exits 0 AND the report, written by this run, shows no failure or error. `env` is added to the
-    inherited environment (minus the API secrets, which the tests never need to see).
+    inherited environment (minus the API secrets, which the tests never need to see). `edited`:
+    the files the agent just changed, whose cached Python bytecode goes first (`drop_bytecode`).
     """
     started = time.monotonic()
     root = Path(root)
+    drop_bytecode(edited, _environment(env).get("PYTHONPYCACHEPREFIX"))
     reports = [p for p in (cfg.junit_xml, cfg.coverage_json) if p]
     stale = _remove_stale_reports(root, reports)
     if stale:
@@ -175,6 +179,28 @@ def _judge(result: Validation, root: Path, cfg: ValidateConfig) -> None:
     result.failed_tests = report.failures[:MAX_FAILURES]
     result.more_failed = max(0, len(report.failures) - MAX_FAILURES)
     result.passed = code == 0 and not report.failures
+
+
+def drop_bytecode(edited: Iterable[Path], prefix: str | None = None) -> None:
+    """Delete the cached bytecode (`__pycache__/<name>.*.pyc`, or under `prefix`, the tests'
+    PYTHONPYCACHEPREFIX) of the Python files in `edited`.
+
+    CPython runs a `.pyc` whose recorded source size and modification time, in whole seconds, match
+    the file's: an agent's edit that keeps the size (`a * b` to `a + b`) within the second the file
+    was last imported (by the previous attempt's tests) would be tested as the old code. It is a
+    cache: deleting it costs a compile at most."""
+    for path in edited:
+        if path.suffix != ".py":
+            continue
+        folders = [path.parent / "__pycache__"]
+        if prefix:
+            folders.append(Path(prefix) / str(path.parent.absolute()).lstrip(os.sep))
+        for folder in folders:
+            for cached in folder.glob(glob.escape(path.stem) + ".*.pyc"):
+                try:
+                    cached.unlink()
+                except OSError:
+                    pass
 
 
 def _ms_since(started: float) -> int:
