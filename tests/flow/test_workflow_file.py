@@ -213,10 +213,11 @@ def test_importing_the_module_does_not_import_jsonata():
 def test_every_built_in_condition_passes_the_check_a_users_file_gets():
     """Loading a built-in workflow does not compile its conditions (workflow_file._check_when):
     this is where they are checked instead, exactly as a user's file is at load."""
-    from specflux.flow.workflow.workflow_file import _built_in_conditions, _compile_checked, _Problems
+    from specflux.flow.workflow.builtin import built_in_conditions
+    from specflux.flow.workflow.workflow_file import _compile_checked, _Problems
 
-    assert _built_in_conditions() == set(SEED_WHEN.values())
-    for when in _built_in_conditions():
+    assert built_in_conditions() == set(SEED_WHEN.values())
+    for when in built_in_conditions():
         problems = _Problems("<built-in>")
         compiled, constant = _compile_checked(when, "e", 1, problems)
         assert problems.found == [] and compiled is not None and constant is None, when

@@ -46,13 +46,13 @@ import json
 import re
 import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from specflux.base.errors import NotFoundError, ParseError, UsageError
 from specflux.flow.workflow.condition_fields import STATE_FIELDS, STATE_SCHEMA, _Reads  # noqa: F401 (STATE_FIELDS: part of this module's API)
 from specflux.flow.decisions import plain as _plain  # jsonata reads only dicts and lists
+from specflux.flow.workflow.builtin import BUILTIN, BUILTIN_QUEUE, built_in_conditions  # noqa: F401 (BUILTIN_QUEUE: part of this module's API)
 from specflux.flow.workflow.fast_conditions import evaluate_simple, fields_named as _fields_named
 from specflux.flow.workflow.toml_lines import _EdgeLines, _scan_lines
 
@@ -157,48 +157,6 @@ class Workflow:
 
 # --- loading ---------------------------------------------------------------------------------
 
-BUILTIN_QUEUE = '''\
-# The built-in workflow: seed 000's five edges, in its order, with its ids, conditions and limits.
-name = "queue"
-version = "1"
-start = "coder"
-
-# The seed's spec agent is the planner here: a run started from a PRD begins with it.
-[[edges]]
-id = "spec-to-coder"
-from = "planner"
-to = "coder"
-
-[[edges]]
-id = "coder-retry"
-from = "coder"
-to = "coder"
-when = "coderOutput.selfValidation.passed = false"
-max_iterations = 3
-
-[[edges]]
-id = "coder-to-reviewer"
-from = "coder"
-to = "reviewer"
-when = "coderOutput.selfValidation.passed = true"
-
-[[edges]]
-id = "reviewer-reject"
-from = "reviewer"
-to = "coder"
-when = "reviewerOutput.approved = false"
-max_iterations = 2
-
-# Approved with tasks left: accept this task and start the coder on the next one. Approved on the
-# last task: no edge fires and the run ends.
-[[edges]]
-id = "next-task"
-from = "reviewer"
-to = "coder"
-when = "reviewerOutput.approved = true and currentTaskIndex < $count(tasks) - 1"
-task = "next"
-'''
-BUILTIN = {"queue": BUILTIN_QUEUE}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -389,13 +347,6 @@ def _edge(table: Mapping[str, Any], lines: "_EdgeLines", path: str, problems: _P
                 _key_lines=tuple(key_lines.items()), _compiled=compiled, _constant=constant)
 
 
-@lru_cache(maxsize=1)
-def _built_in_conditions() -> frozenset[str]:
-    """Every `when` of the built-in workflows, as written."""
-    return frozenset(edge["when"] for text in BUILTIN.values() for edge in _toml(text, "<built-in>").get("edges", ())
-                     if "when" in edge)
-
-
 def _compile(expression: str):
     import jsonata
 
@@ -411,7 +362,7 @@ def _check_when(expression: str, edge_id: str, line: int, problems: _Problems) -
     (tests/flow/test_workflow_file.py), and `Edge.fires` compiles it at the first evaluation the
     fast conditions leave to JSONata, if one comes. A run of the built-in `queue` (every worker's)
     so never imports JSONata (~40 ms of CPU before its first agent, more on a busy machine)."""
-    if expression in _built_in_conditions():
+    if expression in built_in_conditions():
         return None, None
     return _compile_checked(expression, edge_id, line, problems)
 
