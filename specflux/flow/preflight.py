@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 
 
 def check_start(manager: "TaskStateManager", graph: "Graph", chosen: list[str], *, named: bool,
-                agents: "Agents", say: Callable[[str], None] = lambda line: None) -> list[str]:
+                agents: "Agents", say: Callable[[str], None] = lambda line: None, committed: bool = False) -> list[str]:
     """The tasks the run should take (`chosen`, less named tasks complete already); a UsageError or
-    Refused for anything that would make the run fail or do nothing."""
+    Refused for anything that would make the run fail or do nothing. `committed`: the caller knows
+    the tasks' files are as committed (`runs.start`'s `checked_out`)."""
     check_agent(agents)
     if named:
         chosen = _not_complete(graph, chosen, say)
@@ -33,7 +34,8 @@ def check_start(manager: "TaskStateManager", graph: "Graph", chosen: list[str], 
 
     held = Holds(manager.ws).held({*chosen, *(d for t in chosen for d in graph.deps.get(t, []))})
     check_dependencies(graph, chosen, held)
-    check_committed(manager, [t for t in chosen if t not in held])  # a held one: its run's refusal says it
+    if not committed:
+        check_committed(manager, [t for t in chosen if t not in held])  # a held one: its run's refusal says it
     for line in paused_elsewhere(manager, [t for t in chosen if t not in held]):
         say(line)
     return chosen

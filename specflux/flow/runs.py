@@ -21,11 +21,14 @@ CONTROLS = ("pause", "resume", "stop", "approve", "reject")
 def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everything: bool = False,
           workflow: str = "queue", agents: Agents | None = None, max_iterations: int | None = None,
           token_budget: int | None = None, budget_usd: float | None = None, parallel: int | None = None,
-          say: Callable[[str], None] = lambda line: None, run_id: str | None = None) -> Run:
+          say: Callable[[str], None] = lambda line: None, run_id: str | None = None,
+          checked_out: bool = False) -> Run:
     """Create a run over `task_ids` (or every task not complete), in dependency order. The
     workflow is loaded and checked first: a broken one stops here, before anything is written.
     `parallel`: lanes (tasks worked on at once, each in its own worktree); default `[flow] parallel`.
-    `run_id`: the new run's id (a worker of a shared queue names it in its claim first)."""
+    `run_id`: the new run's id (a worker of a shared queue names it in its claim first).
+    `checked_out`: the caller has just checked the tasks' files out of a commit into a clean tree
+    (a worker, at the remote's tip): they are committed, and no `git status` is asked to say so."""
     from specflux.store.chain import Graph
     from specflux.flow.workflow.limits import default_run_cap, task_step_limit
     from specflux.flow.workflow.workflow_file import load_workflow
@@ -56,7 +59,7 @@ def start(manager: "TaskStateManager", task_ids: Iterable[str] = (), *, everythi
     from specflux.flow.preflight import check_start  # what would make the run fail or do nothing: said now
 
     chosen = check_start(manager, graph, chosen, named=bool(wanted and not everything), agents=agents or Agents(),
-                         say=say)
+                         say=say, committed=checked_out)
     agents = agents or Agents()
     git = manager.git
     if git is not None:

@@ -6,6 +6,7 @@ another worker moves it on to the next task at once; a worker's fetches start no
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
@@ -115,6 +116,27 @@ def test_a_worker_fetches_once_a_task_and_runs_git_maintenance_only_when_it_stop
     upkeep = [i for i, line in enumerate(lines) if line.startswith("git maintenance run --auto --quiet")]
     assert len(upkeep) == 1 and upkeep[0] > fetches[-1], "\n".join(lines)  # once, as the worker stops
     assert os.path.exists(a / ".git") and git(a, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_worker_runs_few_git_processes_before_its_first_agent(tmp_path):
+    """From its start to its first agent session (whose baseline is the first `status
+    --porcelain=v2`), a worker asks git once each where it can: where the repository is, its
+    settings, whether the tree is clean; then fetch, check out, claim. The merge driver is written
+    at the first integration, and the task's file is known committed (checked out just now)."""
+    bare = make_origin(tmp_path, [("Apples", [])])
+    trace = tmp_path / "trace.txt"
+    env = {**env_for(tmp_path, {"coder:1": [coder("1")]}), "GIT_TRACE": str(trace)}
+    with Daemon(tmp_path) as daemon:
+        a = clone(daemon.url("origin.git"), tmp_path / "a")
+        code = worker(a, "wa", env).wait(timeout=180)
+    assert code == 0, log_of(a, "wa")
+    assert remote_status(bare, "1") == "complete"
+    lines = [line.split("trace: built-in: git ", 1)[1] for line in trace.read_text().splitlines() if "trace: built-in: git " in line]
+    session = next(i for i, line in enumerate(lines) if line.startswith("status --porcelain=v2"))
+    before = Counter(line.split()[0] for line in lines[:session])
+    assert before["status"] == 1 and before["rev-parse"] == 1 and before["config"] == 1, "\n".join(lines[:session])
+    assert sum(before.values()) <= 11, "\n".join(lines[:session])
+    assert any(line.startswith("config --local merge.specflux.driver") for line in lines[session:])
 
 
 def test_a_worker_waiting_on_another_workers_claim_looks_without_fetching_until_something_changes(tmp_path):

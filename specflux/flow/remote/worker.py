@@ -346,7 +346,8 @@ class Worker:
         manager = self.open_manager()
         o = self.options
         run = runs.start(manager, [task], workflow=o.workflow, agents=self.agents, max_iterations=o.max_iterations,
-                         token_budget=o.token_budget, parallel=1, say=self.say, run_id=run_id)
+                         token_budget=o.token_budget, parallel=1, say=self.say, run_id=run_id,
+                         checked_out=True)  # the remote's tip, into the tree `_loop` found clean
         current["run"] = run
         return runs.drive(manager, run, self.agents, say=self.say)
 
