@@ -69,13 +69,15 @@ class Git:
 
     def commit(
         self, paths: Sequence[str | Path], subject: str, trailers: Mapping[str, str], body: str = "",
-        maintain: bool = False,
+        maintain: bool = False, new: bool = False,
     ) -> str:
         """Commit exactly `paths` (changed, new or deleted) and return the sha; "" if none changed.
 
         Whatever else the user has staged or modified stays as it was. Raises GitError during a
         merge, rebase, etc. (see `check_can_commit`). `maintain`: let git run its automatic
         maintenance after the commit, as `git commit` does (process.NO_MAINTENANCE says when).
+        `new`: the caller knows the paths are new to git (a run's first history commit): they are
+        added first, one process fewer than a commit that fails on them.
         """
         if not paths:
             raise ValueError("commit needs at least one path")
@@ -85,11 +87,13 @@ class Git:
         self._refuse_during_operation()
         with _exclusive(self._git_dir() / "specflux-commit.flock"):
             index_follows_head(self._git_dir(), self._git)
-            done = self._git(*args)
-            unknown = [s for s in specs if f"pathspec '{s}' did not match" in done.stderr]
-            if done.returncode == 0 or not unknown:
-                return committed_sha(done)
-            try:  # new files: git commit only takes paths it knows, so add those and try again
+            unknown = specs
+            if not new:
+                done = self._git(*args)
+                unknown = [s for s in specs if f"pathspec '{s}' did not match" in done.stderr]
+                if done.returncode == 0 or not unknown:
+                    return committed_sha(done)
+            try:  # new files: git commit only takes paths it knows, so add those and commit
                 check(self._git("add", "--", *unknown), "add")
                 return committed_sha(self._git(*args))
             except GitError:

@@ -23,9 +23,10 @@ from test_first_hour_runs import agent_args, make_project, sf
 # before issue 26 and a `git maintenance` after each commit; 8.0 before the index swap and the
 # shared statuses.
 MOST_PER_STEP = 5.5
-# `git status` per agent step: the one before the session (none for a coder right after its run's
-# reviewer commit: that commit's status) and the one its commit reads (plus the run's preflight, once)
-MOST_STATUS_PER_STEP = 2.2
+# `git status` per agent step: the one its commit reads, and one before the session only where the
+# last session's commit's status cannot serve (the run's first, or tests ran since), plus the
+# run's preflight once
+MOST_STATUS_PER_STEP = 1.5
 
 
 def git_processes(trace: Path) -> collections.Counter:
@@ -85,18 +86,34 @@ def test_what_a_reviewer_changed_is_put_back_and_its_commit_holds_only_the_revie
     assert shown and all(path.startswith(".specflux/") for path in shown), shown
 
 
-def test_a_coder_after_a_reviewer_starts_from_the_reviewers_commit(git_repo: Path, tmp_path: Path):
+def test_a_session_after_another_starts_from_that_ones_commit(git_repo: Path, tmp_path: Path):
     repo = make_project(git_repo, tmp_path / "agent.py")
     (repo / "notes.txt").write_text("the user's own notes, never committed by the run\n")
     trace = tmp_path / "git-trace"
     done = sf(repo, "flow", "start", *agent_args(repo), env={"GIT_TRACE": str(trace)})
     assert "run completed" in done.stdout + done.stderr
-    # a coder's session that follows a reviewer's commit (Git.capture(known)) starts with no
-    # status of its own: two of the three here; a status before and after every other session,
-    # and the run's preflight
+    # a session that follows another's commit with nothing between that could write (this project
+    # has no [validate]: no tests ran) starts from the status that commit read (Git.capture(known)):
+    # the run's preflight, the first coder's baseline, and the status each of the six commits reads
     statuses = git_processes(trace)["status"]
     coders = git(repo, "log", "--reverse", "--format=%(trailers:key=Specflux-Role,valueonly)").split()
     assert coders.count("coder") == 3 and coders.count("reviewer") == 3
-    assert statuses <= 2 * 6 - 2 + 1, statuses
+    assert statuses == 1 + 1 + 6, statuses
     assert "notes.txt" not in git(repo, "log", "--name-only", "--format=")  # the user's file never committed
     assert git(repo, "status", "--porcelain") == "?? notes.txt\n"
+
+
+def test_a_reviewer_after_tests_that_wrote_a_file_asks_git_again(git_repo: Path, tmp_path: Path):
+    """The coder's tests ran between its commit and the review and left a file: the reviewer's
+    baseline is read again (not the coder commit's status), so the file is the tests', not a
+    change the review made, which would be put back (deleted) and never committed."""
+    repo = make_project(git_repo, tmp_path / "agent.py")
+    with open(repo / ".specflux" / "config.toml", "a") as f:
+        f.write('\n[validate]\ncommand = "echo ok > validated.txt"\n')
+    git(repo, "commit", "-qam", "validate")
+    trace = tmp_path / "git-trace"
+    done = sf(repo, "flow", "start", *agent_args(repo), env={"GIT_TRACE": str(trace)})
+    assert "run completed" in done.stdout + done.stderr
+    assert (repo / "validated.txt").read_text() == "ok\n"
+    assert "validated.txt" not in git(repo, "log", "--name-only", "--format=")
+    assert git_processes(trace)["status"] == 1 + 1 + 3 + 6, "a reviewer's baseline after each coder's tests"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -96,6 +97,28 @@ def test_commit_new_file_in_new_folder(repo: Git):
 
     assert files_in(repo.root) == {"tasks/active/101.md"}
     assert status(repo.root) == {"tasks/active/102.md": "??"}
+
+
+@pytest.mark.parametrize("new", [False, True])
+def test_commit_of_paths_known_new_adds_them_first_and_commits_the_same(repo: Git, new: bool, tmp_path, monkeypatch):
+    """`new=True` (a run's first history commit): `git add` then one commit, not a commit that
+    fails on the new paths first; the same commit either way, and right for a tracked path too."""
+    (repo.root / "tracked.txt").write_text("one\n")
+    repo.commit(["tracked.txt"], "tracked", {})
+    (repo.root / "tracked.txt").write_text("two\n")
+    (repo.root / "runs").mkdir()
+    (repo.root / "runs" / "events.jsonl").write_text("{}\n")
+    (repo.root / "other.txt").write_text("the user's\n")
+    trace = tmp_path / "trace"
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+
+    assert repo.commit(["runs/events.jsonl", "tracked.txt"], "history", {}, new=new)
+
+    monkeypatch.delenv("GIT_TRACE")
+    calls = re.findall(r"trace: built-in: git (?:-c \S+ )*(\S+)", trace.read_text())
+    assert [c for c in calls if c in ("add", "commit")] == (["add", "commit"] if new else ["commit", "add", "commit"]), calls
+    assert files_in(repo.root) == {"tracked.txt", "runs/events.jsonl"}
+    assert status(repo.root) == {"other.txt": "??"}
 
 
 def test_commit_deleted_file(repo: Git):

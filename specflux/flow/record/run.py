@@ -33,6 +33,8 @@ class Run:
                                lock=self.locks_dir / "events.lock")
         self._state: dict[str, Any] | None = None
         self._offset = 0
+        self.unsaved_in_git = False  # known: created here and not committed yet (`commit`)
+        self.maintain = True  # its history commit lets git run its automatic maintenance (a worker's: at its stop)
 
     # ----------------------------------------------------------------- finding runs
 
@@ -48,6 +50,7 @@ class Run:
         ws.ensure_folder(run.dir)
         ensure_ignored(ws.dir)
         run.events.key = _new_key(ws, run_id)
+        run.unsaved_in_git = True
         ws.ensure_folder(run.recordings_dir)
         run.record({"type": "run_created", "runId": run_id, **created})
         return run
@@ -164,7 +167,10 @@ class Run:
         """Commit the run's history (events, state, narrative) so that git holds the run too."""
         self.save()
         paths = [self.dir / name for name in ("events.jsonl", "state.json", "narrative.md")]
-        return git.commit(paths, subject, {"Specflux-Run": self.id, "Specflux-Role": "engine"}, maintain=True)
+        sha = git.commit(paths, subject, {"Specflux-Run": self.id, "Specflux-Role": "engine"}, maintain=self.maintain,
+                         new=self.unsaved_in_git)
+        self.unsaved_in_git = False
+        return sha
 
     def _read_snapshot(self) -> dict[str, Any] | None:
         try:

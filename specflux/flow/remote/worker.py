@@ -348,6 +348,7 @@ class Worker:
         run = runs.start(manager, [task], workflow=o.workflow, agents=self.agents, max_iterations=o.max_iterations,
                          token_budget=o.token_budget, parallel=1, say=self.say, run_id=run_id,
                          checked_out=True)  # the remote's tip, into the tree `_loop` found clean
+        run.maintain = False  # git's upkeep runs once, as the worker stops (`_go_home`), not after every task
         current["run"] = run
         return runs.drive(manager, run, self.agents, say=self.say)
 

@@ -109,8 +109,9 @@ class Roles:
         self._attempts = Attempts()  # the coder commits this process made (flow/steps/attempts.py)
         self.accept_in_commit: Callable[..., Any] | None = None  # the engine's (flow/early_acceptance.py)
         self._accepted: dict[str, Any] = {}  # what the reviewer's commit accepted
-        # HEAD and the work tree's status right after this roles' last step, a reviewer's commit:
-        # the next coder's baseline, where it comes next (nothing ran between that could write)
+        # HEAD and the work tree's status right after this roles' last session's commit: the next
+        # session's baseline, where it comes next and nothing ran between that could write (a
+        # coder's tests could: then None); Git.capture takes it only while HEAD is still that commit
         self._known: tuple[str, dict] | None = None
         self._edited: list[Path] = []  # the files the last coder session changed: tested without stale bytecode
 
@@ -146,7 +147,7 @@ class Roles:
         if kind == "coder":
             return self.coder(step, state, known)
         if kind == "reviewer":
-            return self.reviewer(step, state)
+            return self.reviewer(step, state, known)
         if kind == "validate":
             return self.validate(step)
         raise SpecfluxError(f"the run asked for work of kind {kind!r}, which no role does "
@@ -183,6 +184,8 @@ class Roles:
         unchanged = attempted and not self._changed_in_run(task_id, state) \
             and task_unchanged(self.manager, self.run.id, task_id, dirty) and expects_change(self.manager, task_id)
         validation = None if not attempted or unchanged else (tested if early else self._run_tests())
+        if tested is not None or validation is not None:
+            self._known = None  # the tests may have written files (reports, caches): the reviewer asks git
         if timed_out:  # an attempt that failed, retried under the workflow's limits like any other
             checked = {"passed": False, "issues": [f"the session timed out: {failure.message}"]}
         elif exited:  # its CLI failed: a failed attempt, whatever its task file or the tests say
@@ -242,7 +245,7 @@ class Roles:
                                  baseline_path=self._steps / f"{step['stepId']}.baseline.json", guard=True,
                                  before_commit=self._accepting(step, early) if role == "reviewer" else None, **options)
             received = handin.receive() if handin is not None else None
-            self._known = report.after if role == "reviewer" else None
+            self._known = report.after  # the next session's baseline, if nothing writes before it (coder: tests)
         finally:
             if handin is not None:
                 handin.close()
@@ -327,10 +330,10 @@ class Roles:
 
     # ----------------------------------------------------------------- reviewer
 
-    def reviewer(self, step: dict[str, Any], state: dict[str, Any]) -> StepResult:
+    def reviewer(self, step: dict[str, Any], state: dict[str, Any], known: tuple[str, dict] | None = None) -> StepResult:
         task_id = step["taskId"]
         started = time.monotonic()
-        done = self._session(step, "reviewer", extra_context=self._change_to_review(task_id, state))
+        done = self._session(step, "reviewer", extra_context=self._change_to_review(task_id, state), known_status=known)
         failure = _api_failure(done)
         if failure is not None:
             return StepResult("ERROR", None, usage=done["usage"], duration_ms=_ms(started), error=failure)
