@@ -22,7 +22,10 @@ it) and integrate (fetch, merge, one atomic push) in-process (target < 0.5 s eac
 ~4 minutes with the defaults (T=16, DELAY=1.5 s, W=4, 3 rounds); --quick: T=8, DELAY=1 s, 2 rounds
 (~1.5 min).
 
-Usage: python bench/bench_remote.py [--quick] [--tasks T] [--delay S] [--workers W] [--rounds K]
+`--against CHECKOUT`: instead, W workers of this specflux against W of another checkout (a
+`git worktree add` of an older commit), rounds interleaved, the per-round ratios of both figures.
+
+Usage: python bench/bench_remote.py [--quick] [--tasks T] [--delay S] [--workers W] [--rounds K] [--against DIR]
 """
 
 from __future__ import annotations
@@ -136,10 +139,11 @@ class Queue:
     `go()` starts one worker process in each clone at once and waits for all of them."""
 
     def __init__(self, parent: Path, tasks: int, workers: int, agent: Path, delay: float, trace: bool = False,
-                 argv: list[str] | None = None):
+                 argv: list[str] | None = None, env: dict[str, str] | None = None):
         self.folder = Path(tempfile.mkdtemp(prefix=f"queue-{workers}-", dir=parent))
         self.tasks, self.agent, self.delay, self.trace = tasks, agent, delay, trace
         self.argv = argv or specflux_argv()  # the specflux under test (another checkout's, to compare two)
+        self.env = env or {}  # over this process's environment (PYTHONPATH: the other checkout)
         self.bare = make_origin(self.folder, tasks)
         self.daemon = Daemon(self.folder)
         self.clones = [clone(self.daemon.url("origin.git"), self.folder / f"w{i}") for i in range(workers)]
@@ -153,7 +157,8 @@ class Queue:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         procs = []
         for i, c in enumerate(self.clones):
-            env = {**os.environ, "SPECFLUX_BENCH_DELAY": str(self.delay), "SPECFLUX_BENCH_STAMPS": str(self.stamps(i))}
+            env = {**os.environ, **self.env, "SPECFLUX_BENCH_DELAY": str(self.delay),
+                   "SPECFLUX_BENCH_STAMPS": str(self.stamps(i))}
             if self.trace:
                 env["GIT_TRACE"] = str(self.folder / f"trace-w{i}")
             env = bench_env(env)
@@ -273,6 +278,48 @@ def costs(parent: Path, rounds: int) -> dict[str, list[float]]:
     return out
 
 
+def against(other: Path, tasks: int, delay: float, w: int, rounds: int, quick: bool) -> None:
+    """W workers of this checkout against W of `other`, on fresh queues, the order alternating
+    round by round: per-round ratios (this / other) of the queue drained and of the median first
+    agent, so that a change is measured against what it changed, in the same minutes."""
+    header(f"Workers sharing a git remote: this checkout against {other}, {w} workers each", quick)
+    if not (other / "specflux" / "cli" / "__main__.py").exists():
+        raise SystemExit(f"{other} holds no specflux checkout")
+    folder = Path(tempfile.mkdtemp(prefix="specflux-bench-remote-ab-"))
+    try:
+        agent = folder / "agent.sh"
+        agent.write_text(agent_script(), encoding="utf-8")
+        sides = {"this": {}, "other": {"PYTHONPATH": str(other)}}
+        argv = {"this": None, "other": [sys.executable, "-m", "specflux.cli"]}
+        drained: dict[str, list[float]] = {n: [] for n in sides}
+        first: dict[str, list[float]] = {n: [] for n in sides}
+        for n in sides:  # untimed: compiles what each side's worker imports
+            warm = Queue(folder, 1, 1, agent, 0, argv=argv[n], env=sides[n])
+            try:
+                warm.go()
+            finally:
+                warm.close()
+        for r in range(rounds):
+            for n in (["this", "other"] if r % 2 == 0 else ["other", "this"]):
+                q = Queue(folder, tasks, w, agent, delay, argv=argv[n], env=sides[n])
+                try:
+                    q.go()
+                    q.check()
+                    drained[n].append(q.drained())
+                    first[n].append(md(q.first_agent()))
+                finally:
+                    q.close()
+        print(f"{tasks} independent tasks, {delay:g} s a session; {rounds} rounds, the sides interleaved; "
+              f"{load()} at the end\n")
+        print(md_table(["side", "queue drained, s (min-max)", "first agent, median of the workers, ms (min-max)"], [
+            [n, f"{md(drained[n]):.1f} ({min(drained[n]):.1f}-{max(drained[n]):.1f})",
+             f"{md(first[n]) * 1000:.0f} ({min(first[n]) * 1000:.0f}-{max(first[n]) * 1000:.0f})"] for n in sides]))
+        print(f"\nthis / other, per round: drained **{ratio_cell(round_ratios(drained, 'this', 'other'))}**; "
+              f"first agent **{ratio_cell(round_ratios(first, 'this', 'other'))}**")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
@@ -281,11 +328,15 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--rounds", type=int)
     p.add_argument("--no-costs", action="store_true", help="leave out claim/renew/integrate in-process")
+    p.add_argument("--against", metavar="CHECKOUT", help="instead: W workers of this specflux against W of another "
+                   "checkout's (e.g. `git worktree add /tmp/old <commit>`), rounds interleaved")
     a = p.parse_args()
     tasks = a.tasks or (8 if a.quick else 16)
     delay = a.delay or (1.0 if a.quick else 1.5)
     rounds = a.rounds or (2 if a.quick else 3)
     w = a.workers
+    if a.against:
+        return against(Path(a.against).resolve(), tasks, delay, a.workers, rounds, a.quick)
     header("Workers sharing a git remote: W workers vs 1, start to first agent; claim, renew, integrate", a.quick)
     folder = Path(tempfile.mkdtemp(prefix="specflux-bench-remote-"))
     try:
