@@ -30,6 +30,7 @@ FAST = (
     "tests/vcs/test_refs.py",
     "tests/vcs/test_relative_paths.py",
     "tests/vcs/test_capture_known.py",
+    "tests/vcs/test_vcs.py::test_commit_of_paths_known_new_adds_them_first_and_commits_the_same",
     # store: the task store
     "tests/store/test_chain.py",
     "tests/store/test_chain_output.py",
