@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import git
 from helpers import completions
+from helpers import fake_agent_plan as plan
 from helpers import specflux_process as specflux
 from test_flow_journal import agent_env, completed, project  # noqa: F401
 
@@ -107,6 +108,26 @@ def test_kill_9_around_the_accepting_commit_then_resume(project, tmp_path, point
     assert len(crashed) == (1 if POINTS[point] == 2 else 0), sessions
     requested = [e["stepId"] for e in events(project) if e["type"] == "step_requested"]
     assert len(requested) == len(set(requested)), requested
+
+
+def test_a_rejecting_review_killed_after_its_commit_resumes_with_its_verdict(project, tmp_path):
+    """Killed after the reviewer's commit, before the step's summary: the verdict was written down
+    before the commit, rejection too, so the resumed run sends the coder back with the reviewer's
+    issues (not "the review gave no verdict") and does not ask for that review again."""
+    env = plan(tmp_path, coder__1=[{"write": {"APPLES.md": "apples\n"}, "check": True, "chain": "APPLES.md written"}],
+               coder__2=[{"write": {"PEARS.md": "pears\n"}, "check": True, "chain": "PEARS.md written"}],
+               reviewer__1=[{"approved": False, "issues": [{"severity": "major", "description": "APPLES.md should say how many"}]},
+                            {"approved": True}])
+    done = start(project, env, "atomic:s8-1.session.json")
+    assert done.returncode == -9, done.stderr
+    again = specflux(project, "flow", "resume", env={**env, "SPECFLUX_CRASH_AT": ""}, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    completed(project)
+    retry = (tmp_path / "agent-state" / "coder-1-2.txt").read_text()
+    why = retry[retry.index("## Why "):]
+    assert why.startswith("## Why the last attempt was sent back") and "The reviewer requested changes" in why, why
+    assert "APPLES.md should say how many" in why, why
+    assert (tmp_path / "agent-state" / "reviewer-1.count").read_text() == "2", "the rejecting review ran once"
 
 
 def test_a_decision_the_engine_refused_since_is_not_taken_over(tmp_path):

@@ -273,8 +273,8 @@ class Roles:
     def _accepting(self, step: dict[str, Any], early: Path) -> Callable[[Any], list[Path] | None] | None:
         """What the reviewer's session does before its commit: where the run's decision on its
         verdict accepts the task, the task's completion goes into that commit (the files it wrote
-        are returned), with the verdict, the acceptance and the decision's moment written down
-        first (`early`: a crash after the commit resumes from them: steps/crashed.py)."""
+        are returned). The verdict (and the acceptance with the decision's moment, if any) is
+        written down first (`early`: a crash after the commit resumes from it: steps/crashed.py)."""
         accept = self.accept_in_commit
         if accept is None:
             return None
@@ -291,12 +291,12 @@ class Roles:
             result = StepResult("OK", {"taskId": task_id, **report.review}, usage=_usage(report))
             with watching_writes() as completed:
                 accepted = accept(step, result)
-            if accepted is None:
-                return None
-            self._accepted = {"accepted": task_id, "wired": accepted.wired, "moment": list(accepted.moment)}
+            if accepted is not None:
+                self._accepted = {"accepted": task_id, "wired": accepted.wired, "moment": list(accepted.moment)}
+            # the verdict, accepted or not: a kill between the commit and the step's summary resumes with it
             atomic_write(early, json.dumps({"session": report.session, "review": report.review, **self._accepted}),
                          sync=False)  # (synced with the step's writes: synced_together)
-            return completed
+            return completed if accepted is not None else None
 
         return before_commit
 
