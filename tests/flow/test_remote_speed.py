@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -99,7 +100,11 @@ def test_workers_that_lost_a_claim_spread_over_the_next_ready_tasks(monkeypatch)
     assert sorted(candidates) == ["1", "2", "3", "4", "5", "6", "stale-9"] and candidates[2] == "2"
 
 
-def test_a_worker_fetches_once_a_task_and_runs_git_maintenance_only_when_it_stops(tmp_path):
+@pytest.fixture(scope="module")
+def traced_worker(tmp_path_factory) -> tuple[Path, list[str]]:
+    """One worker through a queue of one task, with `GIT_TRACE`: its clone and the git commands it
+    ran, in order (`fetch ...`, without the leading `git `). Read by the tests below, each for its part."""
+    tmp_path = tmp_path_factory.mktemp("traced-worker")
     bare = make_origin(tmp_path, [("Apples", [])])
     trace = tmp_path / "trace.txt"
     env = {**env_for(tmp_path, {"coder:1": [coder("1")]}), "GIT_TRACE": str(trace)}
@@ -108,31 +113,28 @@ def test_a_worker_fetches_once_a_task_and_runs_git_maintenance_only_when_it_stop
         code = worker(a, "wa", env).wait(timeout=180)
     assert code == 0, log_of(a, "wa")
     assert remote_status(bare, "1") == "complete"
-    lines = [line.split("trace: built-in: ", 1)[1] for line in trace.read_text().splitlines() if "trace: built-in: git " in line]
-    fetches = [i for i, line in enumerate(lines) if line.startswith("git fetch ") and "origin +refs/heads/main:" in line]
+    return a, [line.split("trace: built-in: git ", 1)[1] for line in trace.read_text().splitlines()
+               if "trace: built-in: git " in line]
+
+
+def test_a_worker_fetches_once_a_task_and_runs_git_maintenance_only_when_it_stops(traced_worker):
+    a, lines = traced_worker
+    fetches = [i for i, line in enumerate(lines) if line.startswith("fetch ") and "origin +refs/heads/main:" in line]
     # one to find the task (the claim needs no second look), one to integrate, one to find nothing left
     assert len(fetches) == 3, "\n".join(lines)
     assert all("--no-auto-maintenance" in lines[i] for i in fetches)
-    upkeep = [i for i, line in enumerate(lines) if line.startswith("git maintenance run")]
+    upkeep = [i for i, line in enumerate(lines) if line.startswith("maintenance run")]
     assert len(upkeep) == 1 and upkeep[0] > fetches[-1], "\n".join(lines)  # once, as the worker stops (not
-    assert lines[upkeep[0]].startswith("git maintenance run --auto --quiet")  # after its run's history commit too)
+    assert lines[upkeep[0]].startswith("maintenance run --auto --quiet")  # after its run's history commit too)
     assert os.path.exists(a / ".git") and git(a, "status", "--porcelain", "--untracked-files=no") == ""
 
 
-def test_a_worker_runs_few_git_processes_before_its_first_agent(tmp_path):
+def test_a_worker_runs_few_git_processes_before_its_first_agent(traced_worker):
     """From its start to its first agent session (whose baseline is the first `status
     --porcelain=v2`), a worker asks git once each where it can: where the repository is, its
     settings, whether the tree is clean; then fetch, check out, claim. The merge driver is written
     at the first integration, and the task's file is known committed (checked out just now)."""
-    bare = make_origin(tmp_path, [("Apples", [])])
-    trace = tmp_path / "trace.txt"
-    env = {**env_for(tmp_path, {"coder:1": [coder("1")]}), "GIT_TRACE": str(trace)}
-    with Daemon(tmp_path) as daemon:
-        a = clone(daemon.url("origin.git"), tmp_path / "a")
-        code = worker(a, "wa", env).wait(timeout=180)
-    assert code == 0, log_of(a, "wa")
-    assert remote_status(bare, "1") == "complete"
-    lines = [line.split("trace: built-in: git ", 1)[1] for line in trace.read_text().splitlines() if "trace: built-in: git " in line]
+    _, lines = traced_worker
     session = next(i for i, line in enumerate(lines) if line.startswith("status --porcelain=v2"))
     before = Counter(line.split()[0] for line in lines[:session])
     assert before["status"] == 1 and before["rev-parse"] == 1 and before["config"] == 1, "\n".join(lines[:session])

@@ -173,7 +173,7 @@ class Roles:
         git = self.manager.git
         self._edited = [git.root / p for p in done.get("changed") or ()] if git is not None else []
         dirty = done.get("uncommitted")  # as the session's commit left it, else one `git status` for both
-        if dirty is None and self.manager.git is not None:
+        if dirty is None and git is not None:
             dirty = uncommitted(self.manager)
         tree = work_tree_fingerprint(self.manager, dirty)
         exited = None if timed_out else agent_failed(done)
