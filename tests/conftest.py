@@ -179,13 +179,12 @@ def pytest_collection_modifyitems(config, items):
     (`-n`, `--dist loadgroup` from pyproject.toml), keep a module whose tests share a fixture made
     once per module (a wheel built and installed, a browser) on one worker, so it is made once."""
     from tier import is_fast
+    from xdist_groups import group_module_fixture_users
 
     for item in items:
         if is_fast(item.nodeid):
             item.add_marker(pytest.mark.fast)
-        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        if any(d.scope in ("module", "package") for ds in defs.values() for d in ds):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    group_module_fixture_users(items)
 
 
 FAST_TIER_BUDGET_S = 90
