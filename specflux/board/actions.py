@@ -191,7 +191,8 @@ class Actions:
         if action in ("approve", "reject") and state.get("pausedFor") != "approval" and not any(
                 s["kind"] == "approval" and s["status"] == "WAITING" for s in state["openSteps"].values()):
             raise UsageError(f"run {run.id} is not waiting for an approval")
-        if action == "resume" and run.engine_running():
+        if action == "resume" and run.engine_running() and state["status"] != "paused":
+            # (paused, with its process still ending: the resume started below waits for it)
             raise UsageError(f"run {run.id} is running (in another process)")
         argv = ["flow", action, run.id, *(["--note", note] if note else [])]
         launch = self.launcher.start(argv)  # approve, reject and resume drive the run on: a process of its own

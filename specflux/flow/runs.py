@@ -199,6 +199,9 @@ def drive(manager: "TaskStateManager", run: Run, agents: Agents | None = None, *
                        f"{str(state.get('workflowHash'))[:12]} -> {flow.hash[:12]}); resume with "
                        "--allow-changed-workflow to use the new one")
     agents = agents or _agents_of(run)
+    from specflux.base.lock_wait import timeout
+
+    run.wait_while_pausing(timeout())  # (a resume pressed as the status turned paused)
     if run.engine_running():
         raise RunError(f"run {run.id} is already being driven by another process "
                        "(use `specflux flow pause/stop` from here)")

@@ -259,6 +259,57 @@ def test_pause_resume_and_stop_from_a_second_process(project, tmp_path):
     assert specflux(project, "lint").returncode == 0
 
 
+HOLD_ENGINE_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold_engine_lock(project: Path, seconds: float) -> subprocess.Popen:
+    """A process holding the run's engine lock for `seconds`, as the process that paused the run
+    does while it ends (its history commit, its holds given up)."""
+    from specflux.flow.record.run import Run
+    from specflux.store.workspace import Workspace
+
+    lock = Run.find(Workspace(project), status(project)["runId"]).locks_dir / "engine.lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_ENGINE_LOCK, str(lock), str(seconds)],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+@pytest.mark.parametrize("ends", ["soon", "never"])
+def test_a_resume_while_the_pausing_process_still_ends_waits_for_it(project, tmp_path, ends):
+    """Paused, and its process not yet gone (the board's Resume pressed as the badge turned):
+    `flow resume` waits for that process, then drives the run; one that does not end within
+    SPECFLUX_LOCK_TIMEOUT is named as driving the run, and the run stays paused."""
+    env = plan(tmp_path, coder__1=[dict(FIX, sleep=1.0)], coder__2=[DOCS], reviewer=[{"approved": True}])
+    proc = _background(project, env, "flow", "start")
+    _wait_for(lambda: _started(tmp_path, "coder", "1", 1))
+    assert specflux(project, "flow", "pause").returncode == 0
+    proc.communicate(timeout=60)
+    assert status(project)["status"] == "paused"
+
+    holder = _hold_engine_lock(project, 1.5 if ends == "soon" else 30)
+    try:
+        began = time.monotonic()
+        done = specflux(project, "flow", "resume", env={**env, "SPECFLUX_LOCK_TIMEOUT": "10" if ends == "soon" else "1"})
+        took = time.monotonic() - began
+    finally:
+        holder.kill()
+        holder.wait()
+    if ends == "soon":
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert took >= 1.0, "it waited for the lock"
+        assert status(project)["status"] == "completed"
+    else:
+        assert done.returncode != 0 and "already being driven by another process" in done.stderr, done.stderr
+        assert status(project)["status"] == "paused" and status(project)["pausedFor"] == "user"
+
+
 def test_flow_stop_interrupts_a_run_started_with_sigint_ignored(project, tmp_path):
     """`specflux flow start &` from a script starts with SIGINT ignored (so did a whole suite run
     that way, where every `flow stop` test hung): a real SIGINT stays ignored, and `flow stop` still

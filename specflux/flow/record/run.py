@@ -231,6 +231,14 @@ class Run:
             os.close(fd)
         return False
 
+    def wait_while_pausing(self, seconds: float) -> None:
+        """Wait, at most `seconds`, while the process that paused this run is still ending: its status
+        says paused before that process has made its history commit and given up its holds and the
+        engine lock, and a resume pressed at once (on the board, say) would otherwise be refused."""
+        deadline = time.monotonic() + seconds
+        while self.engine_running() and self.state().get("status") == "paused" and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     def finished(self) -> bool:
         return self.state().get("status") in FINISHED
 
