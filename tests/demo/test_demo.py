@@ -191,6 +191,7 @@ def test_the_demo_archived_summary_lists_only_commits(tmp_path, capsys, quiet_py
 def test_the_demo_commits_no_bytecode_caches(tmp_path, monkeypatch):
     """Regression: a session commits whatever changed while it ran, and the agents run python3."""
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)  # (the suite's own, tests/conftest.py)
     target = tmp_path / "demo"
     assert run_demo(target, say=lambda line: None) == 0
     committed = [f for _, _, files in session_commits(target) for f in files]

@@ -111,7 +111,7 @@ def test_a_fix_of_the_same_size_in_the_same_second_is_tested_as_fixed(tmp_path, 
     root = project(tmp_path, {"test_calc.py": PASSING})
     calc = root / "calc.py"
     calc.write_text(CALC.replace("+", "*"))
-    env = {"PYTHONDONTWRITEBYTECODE": ""}
+    env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": ""}  # (empty: unset, for Python)
     if cache == "PYTHONPYCACHEPREFIX":
         env[cache] = str(tmp_path / "bytecode")
     assert not run_validation(root, junit_cfg(), env=env).passed  # compiles calc.py
