@@ -76,20 +76,6 @@ def no_network(monkeypatch):
 
 # The same for fixtures made once per module or session (before any test's monkeypatch runs).
 os.environ["SPECFLUX_CLI_SANDBOX"] = "off"
-# Bytecode: where PYTHONDONTWRITEBYTECODE is set (images often set it), every process the suite
-# starts (hundreds of specflux commands, agents, merge drivers) compiled each module it imports
-# again, a clean clone having no __pycache__: tests/flow/test_kill_points.py took 2.6x as long.
-# They write their bytecode to a folder of the suite's own instead (PYTHONPYCACHEPREFIX), and the
-# checkout stays free of __pycache__, as the setting meant. (Set here, in the process that starts
-# pytest-xdist's workers, before it starts them: they and their processes inherit it.)
-if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
-    import atexit
-    import shutil
-    import tempfile
-
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="specflux-test-bytecode-")
-    atexit.register(shutil.rmtree, os.environ["PYTHONPYCACHEPREFIX"], True)
 # The engine's state of workspaces outside git (store/state_dir.py) goes to a folder of the
 # suite's own, never to the user's ~/.local/state.
 if "SPECFLUX_STATE_HOME" not in os.environ:
@@ -102,12 +88,37 @@ _SHORT_BASE = pytest.StashKey[str]()
 _STARTED = pytest.StashKey[float]()
 
 
+def _bytecode_for_what_tests_start(config) -> None:
+    """Where PYTHONDONTWRITEBYTECODE is set (images often set it), every process the suite starts
+    (hundreds of specflux commands, agents, merge drivers) compiled each module it imports again, a
+    clean clone having no __pycache__: tests/flow/test_kill_points.py took 2.6x as long. They write
+    their bytecode to a folder of the suite's own instead (PYTHONPYCACHEPREFIX, removed at the end),
+    and the checkout stays free of __pycache__, as the setting meant. Not pytest-xdist's controller:
+    its workers start as it did (reading the installed packages' bytecode where it is), and each
+    points its own children at the folder."""
+    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    folder = os.environ.get("SPECFLUX_TEST_BYTECODE")
+    if not folder:  # the run's first pytest process: the folder is made here, and removed as it ends
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = os.environ["SPECFLUX_TEST_BYTECODE"] = tempfile.mkdtemp(prefix="specflux-test-bytecode-")
+        atexit.register(shutil.rmtree, folder, True)
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    os.environ["PYTHONPYCACHEPREFIX"] = folder
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    """Under pytest-xdist (`-n`), each worker's tmp_path is one folder deeper (.../popen-gw0/...): the
-    run starts from a base shorter than pytest's own (/tmp/pytest-of-USER/pytest-N), so that a socket
+    """Where the processes tests start keep their bytecode (above). And under pytest-xdist (`-n`),
+    each worker's tmp_path is one folder deeper (.../popen-gw0/...): the run starts from a base shorter than pytest's own (/tmp/pytest-of-USER/pytest-N), so that a socket
     under a test's folder (an agent's egress.sock under TMPDIR) stays within AF_UNIX's 108 bytes as
     it does in a serial run. The base is removed when the run passes and kept when it does not."""
+    _bytecode_for_what_tests_start(config)
     if hasattr(config, "workerinput") or config.option.basetemp or not getattr(config.option, "numprocesses", None):
         return
     import tempfile
