@@ -142,12 +142,13 @@ def run_validation(root: Path, cfg: ValidateConfig, env: Mapping[str, str] | Non
     """
     started = time.monotonic()
     root = Path(root)
-    drop_bytecode(edited, _environment(env).get("PYTHONPYCACHEPREFIX"))
+    environment = _environment(env)
+    drop_bytecode(edited, environment.get("PYTHONPYCACHEPREFIX"))
     reports = [p for p in (cfg.junit_xml, cfg.coverage_json) if p]
     stale = _remove_stale_reports(root, reports)
     if stale:
         return Validation(passed=False, error=stale, duration_ms=_ms_since(started))
-    run = _run_command(root, cfg.command, cfg.timeout_s, env)
+    run = _run_command(root, cfg.command, cfg.timeout_s, environment)
     result = Validation(passed=False, exit_code=run.exit_code, output_tail=run.output, error=run.error)
     if run.error is None:
         _judge(result, root, cfg)
@@ -229,8 +230,9 @@ def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
     return env
 
 
-def _run_command(root: Path, command: str, timeout_s: float, env: Mapping[str, str] | None) -> _Run:
-    """Run `command` through the shell in its own process group, keeping the tail of its output.
+def _run_command(root: Path, command: str, timeout_s: float, env: Mapping[str, str]) -> _Run:
+    """Run `command` through the shell in its own process group (in the environment `env`),
+    keeping the tail of its output.
 
     On timeout (or Ctrl-C) the whole group is killed: a test runner's workers and the servers a
     test started die with it. Once the shell has exited, what is left of the group is killed too,
@@ -242,7 +244,7 @@ def _run_command(root: Path, command: str, timeout_s: float, env: Mapping[str, s
 
     tail = _Tail()
     try:
-        proc = subprocess.Popen(command, shell=True, cwd=root, env=_environment(env), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(command, shell=True, cwd=root, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **_new_group())
     except (OSError, ValueError) as e:
         return _Run(None, "", f"the test command could not start: {e}")

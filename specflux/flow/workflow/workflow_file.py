@@ -44,7 +44,6 @@ import difflib
 import hashlib
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -52,7 +51,7 @@ from typing import Any, Iterable, Mapping
 from specflux.base.errors import NotFoundError, ParseError, UsageError
 from specflux.flow.workflow.condition_fields import STATE_FIELDS, STATE_SCHEMA, _Reads  # noqa: F401 (STATE_FIELDS: part of this module's API)
 from specflux.flow.decisions import plain as _plain  # jsonata reads only dicts and lists
-from specflux.flow.workflow.builtin import BUILTIN, BUILTIN_QUEUE, built_in_conditions  # noqa: F401 (BUILTIN_QUEUE: part of this module's API)
+from specflux.flow.workflow.builtin import BUILTIN, BUILTIN_QUEUE, built_in_conditions, tomllib  # noqa: F401 (BUILTIN_QUEUE: part of this module's API)
 from specflux.flow.workflow.fast_conditions import evaluate_simple, fields_named as _fields_named
 from specflux.flow.workflow.toml_lines import _EdgeLines, _scan_lines
 
@@ -262,10 +261,6 @@ class _Problems:
 
 
 def _toml(text: str, path: str) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
