@@ -122,6 +122,28 @@ def test_a_fix_of_the_same_size_in_the_same_second_is_tested_as_fixed(tmp_path, 
     assert run_validation(root, junit_cfg(), env=env, edited=[calc]).passed
 
 
+@pytest.mark.parametrize("cache", ["__pycache__", "PYTHONPYCACHEPREFIX"])
+def test_a_file_put_back_in_the_second_its_bytecode_was_made_is_tested_as_it_is_now(tmp_path, cache):
+    """Not the coder's edit: the engine putting a file back (after an agent's `git reset`) in the
+    second a test had just imported it, the same size. Every cached .pyc of the project written
+    before its source last changed goes before the tests run (git's list of the project's files)."""
+    root = project(tmp_path, {"test_calc.py": PASSING})
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    calc = root / "calc.py"
+    second = int(time.time()) - 100  # a whole second: the file, its bytecode and its rewrite within it
+    calc.write_text(CALC.replace("+", "*"))
+    os.utime(calc, ns=(second * 10**9 + 100_000_000,) * 2)
+    env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": ""}
+    if cache == "PYTHONPYCACHEPREFIX":
+        env[cache] = str(tmp_path / "bytecode")
+    assert not run_validation(root, junit_cfg(), env=env).passed  # compiles calc.py
+    (made,) = [p for p in (root if cache == "__pycache__" else tmp_path / "bytecode").rglob("calc.*.pyc")]
+    os.utime(made, ns=(second * 10**9 + 200_000_000,) * 2)  # written after the file, in its second
+    calc.write_text(CALC)
+    os.utime(calc, ns=(second * 10**9 + 500_000_000,) * 2)  # put back after that, in the same second
+    assert run_validation(root, junit_cfg(), env=env).passed, "the tests ran the bytecode of the old file"
+
+
 def test_one_failing_test_is_named_with_its_message(tmp_path):
     root = project(tmp_path, {"test_calc.py": ONE_FAILING})
     v = run_validation(root, junit_cfg())

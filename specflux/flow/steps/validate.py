@@ -17,7 +17,6 @@ junitparser are imported only when a validation runs.
 from __future__ import annotations
 
 import collections
-import glob
 import json
 import os
 import re
@@ -138,12 +137,16 @@ def run_validation(root: Path, cfg: ValidateConfig, env: Mapping[str, str] | Non
     Without `junit_xml` the exit code alone decides. With it, the run passes only when the command
     exits 0 AND the report, written by this run, shows no failure or error. `env` is added to the
     inherited environment (minus the API secrets, which the tests never need to see). `edited`:
-    the files the agent just changed, whose cached Python bytecode goes first (`drop_bytecode`).
+    the files the agent just changed, whose cached Python bytecode goes first, with every stale
+    `.pyc` of the project (steps/bytecode.py).
     """
     started = time.monotonic()
     root = Path(root)
     environment = _environment(env)
-    drop_bytecode(edited, environment.get("PYTHONPYCACHEPREFIX"))
+    from specflux.flow.steps.bytecode import drop_edited, drop_stale
+
+    drop_edited(edited, environment.get("PYTHONPYCACHEPREFIX"))
+    drop_stale(root, environment.get("PYTHONPYCACHEPREFIX"))
     reports = [p for p in (cfg.junit_xml, cfg.coverage_json) if p]
     stale = _remove_stale_reports(root, reports)
     if stale:
@@ -180,28 +183,6 @@ def _judge(result: Validation, root: Path, cfg: ValidateConfig) -> None:
     result.failed_tests = report.failures[:MAX_FAILURES]
     result.more_failed = max(0, len(report.failures) - MAX_FAILURES)
     result.passed = code == 0 and not report.failures
-
-
-def drop_bytecode(edited: Iterable[Path], prefix: str | None = None) -> None:
-    """Delete the cached bytecode (`__pycache__/<name>.*.pyc`, or under `prefix`, the tests'
-    PYTHONPYCACHEPREFIX) of the Python files in `edited`.
-
-    CPython runs a `.pyc` whose recorded source size and modification time, in whole seconds, match
-    the file's: an agent's edit that keeps the size (`a * b` to `a + b`) within the second the file
-    was last imported (by the previous attempt's tests) would be tested as the old code. It is a
-    cache: deleting it costs a compile at most."""
-    for path in edited:
-        if path.suffix != ".py":
-            continue
-        folders = [path.parent / "__pycache__"]
-        if prefix:
-            folders.append(Path(prefix) / str(path.parent.absolute()).lstrip(os.sep))
-        for folder in folders:
-            for cached in folder.glob(glob.escape(path.stem) + ".*.pyc"):
-                try:
-                    cached.unlink()
-                except OSError:
-                    pass
 
 
 def _ms_since(started: float) -> int:

@@ -1,0 +1,77 @@
+"""Python's cached bytecode of a project, made safe to test with before a validation runs.
+
+CPython runs a `.pyc` whose recorded source size and modification time, in whole seconds, match
+the source's. A file rewritten with the same size within the second its bytecode was compiled
+(`a * b` to `a + b` by a coder's retry; the engine putting a file back after an agent's `git
+reset`, right after a test imported it) is then tested as the old code, attempt after attempt.
+Before each validation: the bytecode of the files the coder changed goes (`drop_edited`), and so
+does every cached `.pyc` of the project written before its source last changed (`drop_stale`).
+It is a cache: deleting it costs a compile at most.
+
+Where it is: `__pycache__/<name>.<tag>.pyc` beside the source, or under PYTHONPYCACHEPREFIX, the
+source's folder mirrored there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+
+def _folders(parent: Path, prefix: str | None) -> list[Path]:
+    folders = [parent / "__pycache__"]
+    if prefix:
+        folders.append(Path(prefix) / str(parent.absolute()).lstrip(os.sep))
+    return folders
+
+
+def _cached(folder: Path) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder) as entries:
+            return [e for e in entries if e.name.endswith(".pyc")]
+    except OSError:
+        return []
+
+
+def _drop(sources: Iterable[Path], prefix: str | None, stale_only: bool) -> None:
+    by_parent: dict[Path, list[Path]] = {}
+    for path in sources:
+        if path.suffix == ".py":
+            by_parent.setdefault(path.parent, []).append(path)
+    for parent, paths in by_parent.items():
+        for folder in _folders(parent, prefix):
+            cached = _cached(folder)
+            for path in paths if cached else ():
+                try:
+                    changed = path.stat().st_mtime_ns
+                except OSError:
+                    continue
+                for entry in cached:
+                    if not entry.name.startswith(path.stem + "."):
+                        continue
+                    try:
+                        if not stale_only or entry.stat().st_mtime_ns < changed:
+                            os.unlink(entry.path)
+                    except OSError:
+                        pass
+
+
+def drop_edited(edited: Iterable[Path], prefix: str | None = None) -> None:
+    """Delete the cached bytecode of the Python files in `edited`, whatever its age."""
+    _drop(edited, prefix, stale_only=False)
+
+
+def drop_stale(root: Path, prefix: str | None = None) -> None:
+    """Delete every cached `.pyc` of the project's Python files (git's list of them: tracked, and
+    untracked but not ignored, so that no virtual environment inside is walked) that was written
+    before its source last changed. One git process a validation, beside the tests it runs."""
+    from specflux.vcs.process import run_git
+
+    try:
+        listed = run_git(("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"), root)
+    except OSError:  # no such folder (the validation says so), no git
+        return
+    if listed.returncode != 0:  # not a git repository: the edited files' drop is what there is
+        return
+    _drop((root / name for name in listed.stdout.split("\0") if name), prefix, stale_only=True)
