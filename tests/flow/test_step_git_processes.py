@@ -117,3 +117,15 @@ def test_a_reviewer_after_tests_that_wrote_a_file_asks_git_again(git_repo: Path,
     assert (repo / "validated.txt").read_text() == "ok\n"
     assert "validated.txt" not in git(repo, "log", "--name-only", "--format=")
     assert git_processes(trace)["status"] == 1 + 1 + 3 + 6, "a reviewer's baseline after each coder's tests"
+
+
+def test_a_parallel_runs_merges_run_no_maintenance(git_repo: Path, tmp_path: Path):
+    """Each lane's merge (made in a scratch worktree, then the user's branch fast-forwarded to it)
+    asks git not to maintain: as in a one-lane run, only the history commit at the run's end may."""
+    repo = make_project(git_repo, tmp_path / "agent.py")
+    trace = tmp_path / "git-trace"
+    done = sf(repo, "flow", "start", "--parallel", "2", *agent_args(repo), env={"GIT_TRACE": str(trace)})
+    assert "run completed" in done.stdout + done.stderr, done.stdout + done.stderr
+    counted = git_processes(trace)
+    assert counted["merge"] >= 2, dict(counted)  # (the lanes were merged)
+    assert counted["maintenance"] <= 1, dict(counted)

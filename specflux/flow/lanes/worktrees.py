@@ -20,7 +20,7 @@ from pathlib import Path
 
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import GitError, Refused, UsageError
-from specflux.vcs.process import run_git as _run
+from specflux.vcs.process import NO_MAINTENANCE, run_git as _run
 
 BRANCH_PREFIX = "specflux/"
 DIFF_LIMIT = 12_000  # characters of a conflicted attempt's change shown to the next attempt
@@ -137,7 +137,8 @@ class Worktrees:
             raise GitError(f"could not create the merge worktree: {done.stderr.strip()}", path=scratch)
         crash_point("merge:scratch-made")
         try:
-            merged = _run(("merge", "--no-ff", "--no-edit", "-m", message, branch), scratch)
+            # (no `git maintenance` inside a run: its history commit at the end lets git maintain)
+            merged = _run((*NO_MAINTENANCE, "merge", "--no-ff", "--no-edit", "-m", message, branch), scratch)
             if merged.returncode != 0:
                 conflicts = tuple(_run(("diff", "--name-only", "--diff-filter=U"), scratch).stdout.split("\n"))
                 conflicts = tuple(c for c in conflicts if c)
@@ -170,7 +171,7 @@ class Worktrees:
         (`--ff-only` refuses to overwrite their uncommitted changes); why not, in one line, or None."""
         if self.tip(f"refs/heads/{target}") != before:
             return f"branch {target} moved during the merge; it is tried again"
-        done = self._git("merge", "--ff-only", "-q", commit)
+        done = self._git(*NO_MAINTENANCE, "merge", "--ff-only", "-q", commit)
         if done.returncode != 0:
             detail = " ".join(done.stderr.split())
             return f"the merged result could not be checked out in {self.root} ({detail[:300]})"
