@@ -43,10 +43,12 @@ def _drop(sources: Iterable[Path], prefix: str | None, stale_only: bool) -> None
         for folder in _folders(parent, prefix):
             cached = _cached(folder)
             for path in paths if cached else ():
-                try:
-                    changed = path.stat().st_mtime_ns
-                except OSError:
-                    continue
+                changed = 0
+                if stale_only:  # (an edited file's bytecode goes even when the file itself went)
+                    try:
+                        changed = path.stat().st_mtime_ns
+                    except OSError:
+                        continue
                 for entry in cached:
                     if not entry.name.startswith(path.stem + "."):
                         continue
