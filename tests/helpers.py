@@ -63,3 +63,20 @@ def completions(repo: Path, task: str, ref: str = "HEAD") -> int:
                          check=True).stdout
     records = [r.strip().split("\x1f") for r in out.split("\x1e") if r.strip()]
     return sum(1 for r in records if len(r) == 2 and r[0].strip() == task and r[1].strip() == "complete")
+
+
+LEFTOVER = ("import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(600)\n")
+
+
+def hold(path: Path) -> subprocess.Popen:
+    """A leftover process holding `path` through a read-only descriptor (all flock needs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    proc = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(path), "stray-lock-holder"], stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    assert proc.stdout.readline() == "held\n"
+    return proc

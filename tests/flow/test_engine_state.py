@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import git
-from helpers import run
+from helpers import hold, run
 from helpers import specflux_process as specflux
 
 from specflux.agent.sandbox import choose
@@ -249,23 +249,6 @@ def test_a_leftover_holding_the_locks_it_can_open_never_hangs_the_engine(project
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-LEFTOVER = ("import fcntl, os, sys, time\n"
-            "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
-            "print('held', flush=True)\n"
-            "time.sleep(600)\n")
-
-
-def hold(path: Path) -> subprocess.Popen:
-    """A leftover process holding `path` through a read-only descriptor (all flock needs)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
-    proc = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(path), "stray-lock-holder"], stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    assert proc.stdout.readline() == "held\n"
-    return proc
 
 
 @pytest.mark.parametrize("which", ["task", "holds", "events", "commit"])

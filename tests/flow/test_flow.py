@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from conftest import git
 from patience import patience
 from helpers import fake_agent_plan as plan
-from helpers import run
+from helpers import hold, run
 from helpers import specflux_process as specflux
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -259,26 +260,11 @@ def test_pause_resume_and_stop_from_a_second_process(project, tmp_path):
     assert specflux(project, "lint").returncode == 0
 
 
-HOLD_ENGINE_LOCK = """
-import fcntl, os, sys, time
-fd = os.open(sys.argv[1], os.O_RDWR)
-fcntl.flock(fd, fcntl.LOCK_EX)
-print("held", flush=True)
-time.sleep(float(sys.argv[2]))
-"""
-
-
-def _hold_engine_lock(project: Path, seconds: float) -> subprocess.Popen:
-    """A process holding the run's engine lock for `seconds`, as the process that paused the run
-    does while it ends (its history commit, its holds given up)."""
+def _engine_lock(project: Path) -> Path:
     from specflux.flow.record.run import Run
     from specflux.store.workspace import Workspace
 
-    lock = Run.find(Workspace(project), status(project)["runId"]).locks_dir / "engine.lock"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_ENGINE_LOCK, str(lock), str(seconds)],
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    return holder
+    return Run.find(Workspace(project), status(project)["runId"]).locks_dir / "engine.lock"
 
 
 @pytest.mark.parametrize("ends", ["soon", "never"])
@@ -293,7 +279,9 @@ def test_a_resume_while_the_pausing_process_still_ends_waits_for_it(project, tmp
     proc.communicate(timeout=60)
     assert status(project)["status"] == "paused"
 
-    holder = _hold_engine_lock(project, 1.5 if ends == "soon" else 30)
+    holder = hold(_engine_lock(project))  # as the process that paused the run does while it ends
+    if ends == "soon":
+        threading.Timer(1.5, holder.kill).start()
     try:
         began = time.monotonic()
         done = specflux(project, "flow", "resume", env={**env, "SPECFLUX_LOCK_TIMEOUT": "10" if ends == "soon" else "1"})
