@@ -4,8 +4,8 @@ CPython runs a `.pyc` whose recorded source size and modification time, in whole
 the source's. A file rewritten with the same size within the second its bytecode was compiled
 (`a * b` to `a + b` by a coder's retry; the engine putting a file back after an agent's `git
 reset`, right after a test imported it) is then tested as the old code, attempt after attempt.
-Before each validation: the bytecode of the files the coder changed goes (`drop_edited`), and so
-does every cached `.pyc` of the project written before its source last changed (`drop_stale`).
+Before each validation (`drop_stale`): the bytecode of the files the coder changed goes, and so
+does every cached `.pyc` of the project written before its source last changed.
 It is a cache: deleting it costs a compile at most.
 
 Where it is: `__pycache__/<name>.<tag>.pyc` beside the source, or under PYTHONPYCACHEPREFIX, the
@@ -34,17 +34,22 @@ def _cached(folder: Path) -> list[os.DirEntry]:
         return []
 
 
-def _drop(sources: Iterable[Path], prefix: str | None, stale_only: bool) -> None:
-    by_parent: dict[Path, list[Path]] = {}
-    for path in sources:
-        if path.suffix == ".py":
-            by_parent.setdefault(path.parent, []).append(path)
+def drop_stale(root: Path, edited: Iterable[Path] = (), prefix: str | None = None) -> None:
+    """Delete the cached bytecode of the Python files in `edited` (whatever its age, and even where
+    the file itself went), and every cached `.pyc` of the project's Python files written before its
+    source last changed. The project's files are git's list of them (tracked, and untracked but not
+    ignored, so that no virtual environment inside is walked): one git process a validation, beside
+    the tests it runs; without git, the edited files' drop is what there is."""
+    edited = {path for path in edited if path.suffix == ".py"}
+    by_parent: dict[Path, set[Path]] = {}
+    for path in (*edited, *_project_files(root)):
+        by_parent.setdefault(path.parent, set()).add(path)
     for parent, paths in by_parent.items():
         for folder in _folders(parent, prefix):
             cached = _cached(folder)
             for path in paths if cached else ():
                 changed = 0
-                if stale_only:  # (an edited file's bytecode goes even when the file itself went)
+                if path not in edited:
                     try:
                         changed = path.stat().st_mtime_ns
                     except OSError:
@@ -53,27 +58,19 @@ def _drop(sources: Iterable[Path], prefix: str | None, stale_only: bool) -> None
                     if not entry.name.startswith(path.stem + "."):
                         continue
                     try:
-                        if not stale_only or entry.stat().st_mtime_ns < changed:
+                        if path in edited or entry.stat().st_mtime_ns < changed:
                             os.unlink(entry.path)
                     except OSError:
                         pass
 
 
-def drop_edited(edited: Iterable[Path], prefix: str | None = None) -> None:
-    """Delete the cached bytecode of the Python files in `edited`, whatever its age."""
-    _drop(edited, prefix, stale_only=False)
-
-
-def drop_stale(root: Path, prefix: str | None = None) -> None:
-    """Delete every cached `.pyc` of the project's Python files (git's list of them: tracked, and
-    untracked but not ignored, so that no virtual environment inside is walked) that was written
-    before its source last changed. One git process a validation, beside the tests it runs."""
+def _project_files(root: Path) -> list[Path]:
     from specflux.vcs.process import run_git
 
     try:
         listed = run_git(("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"), root)
     except OSError:  # no such folder (the validation says so), no git
-        return
-    if listed.returncode != 0:  # not a git repository: the edited files' drop is what there is
-        return
-    _drop((root / name for name in listed.stdout.split("\0") if name), prefix, stale_only=True)
+        return []
+    if listed.returncode != 0:  # not a git repository
+        return []
+    return [root / name for name in listed.stdout.split("\0") if name]

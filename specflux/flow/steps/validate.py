@@ -143,10 +143,9 @@ def run_validation(root: Path, cfg: ValidateConfig, env: Mapping[str, str] | Non
     started = time.monotonic()
     root = Path(root)
     environment = _environment(env)
-    from specflux.flow.steps.bytecode import drop_edited, drop_stale
+    from specflux.flow.steps.bytecode import drop_stale
 
-    drop_edited(edited, environment.get("PYTHONPYCACHEPREFIX"))
-    drop_stale(root, environment.get("PYTHONPYCACHEPREFIX"))
+    drop_stale(root, edited, environment.get("PYTHONPYCACHEPREFIX"))
     reports = [p for p in (cfg.junit_xml, cfg.coverage_json) if p]
     stale = _remove_stale_reports(root, reports)
     if stale:
