@@ -115,9 +115,10 @@ def _bytecode_for_what_tests_start(config) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     """Where the processes tests start keep their bytecode (above). And under pytest-xdist (`-n`),
-    each worker's tmp_path is one folder deeper (.../popen-gw0/...): the run starts from a base shorter than pytest's own (/tmp/pytest-of-USER/pytest-N), so that a socket
-    under a test's folder (an agent's egress.sock under TMPDIR) stays within AF_UNIX's 108 bytes as
-    it does in a serial run. The base is removed when the run passes and kept when it does not."""
+    each worker's tmp_path is one folder deeper (.../popen-gw0/...): the run starts from a base
+    shorter than pytest's own (/tmp/pytest-of-USER/pytest-N), so that a socket under a test's folder
+    (an agent's egress.sock under TMPDIR) stays within AF_UNIX's 108 bytes as it does in a serial
+    run. The base is removed when the run passes and kept when it does not."""
     _bytecode_for_what_tests_start(config)
     if hasattr(config, "workerinput") or config.option.basetemp or not getattr(config.option, "numprocesses", None):
         return
