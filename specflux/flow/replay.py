@@ -63,7 +63,8 @@ def replay(manager: "TaskStateManager", run: Run, into: Path | None = None,
     if agent == "command":
         raise Refused(f"run {run.id} used an agent CLI (--agent command), whose sessions are not recorded; "
                          "only runs of the anthropic backend can be replayed")
-    target = Path(into) if into else Path(tempfile.mkdtemp(prefix=f"specflux-replay-{run.id}-"))
+    # absolute: the replay's run works in the clone from wherever its parts run git or compare paths
+    target = Path(into).resolve() if into else Path(tempfile.mkdtemp(prefix=f"specflux-replay-{run.id}-"))
     if target.exists() and any(target.iterdir()):
         raise UsageError(f"{target} is not empty: replay into a new folder")
     _clone(git.root, target, base, run.id)

@@ -4,6 +4,7 @@ a fresh clone; identical, and then made to diverge by changing one recorded resp
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def test_a_replay_of_a_run_makes_the_same_decisions_offline(git_repo, api, capsy
     into = tmp_path / "replayed"
     code, out, err = run(capsys, repo, "flow", "replay", run_id, "--into", str(into))
     assert code == 0, out + err
-    assert f"replay of {run_id} matches: 3 step(s)" in out
+    assert f"replay of {run_id} matches: 3 step(s)" in out and f"({into})" in out
     assert (into / "src" / "calc.py").read_text() == RIGHT, "the tools ran for real"
     replayed = json.loads((into / ".specflux" / "runs" / run_id / "state.json").read_text())
     assert replayed["status"] == "completed" and replayed["tasks"][0]["status"] == "complete"
@@ -84,3 +85,21 @@ def test_a_replay_that_diverges_names_the_first_step_that_differs(git_repo, api,
     code, out, err = run(capsys, repo, "flow", "replay", run_id, "--into", str(tmp_path / "replayed"))
     assert code == 1, out + err
     assert "differs" in err and "step s" in err, err
+
+
+def test_a_replay_into_a_relative_folder_is_the_same_replay(git_repo, api, capsys, tmp_path, monkeypatch):
+    """`--into replayed`, from the folder it is relative to: the replay is the one an absolute
+    path makes (a relative target once made the reviewer's put-back guard see its own session's
+    entry as a change, and the run's history commit fail on a path git could not find)."""
+    repo, run_id = live_run(git_repo, api, capsys)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL")
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, repo, "flow", "replay", run_id, "--into", "replayed")
+    assert code == 0, out + err
+    into = tmp_path / "replayed"
+    assert f"replay of {run_id} matches: 3 step(s)" in out and f"({into})" in out
+    assert "put back" not in out + err and "could not commit" not in out + err, out + err
+    assert not (into / ".specflux" / "reverted").exists()
+    history = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=into, capture_output=True, text=True).stdout
+    assert history.startswith(f"run {run_id}: completed"), history
