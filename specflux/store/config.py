@@ -133,13 +133,29 @@ def _line_of(text: str, section: str, key: str) -> int | None:
     return None
 
 
+_READ: dict[str, tuple[str, Config]] = {}  # path -> (its text, its Config): the last read of each file
+
+
 def load_config(path: Path) -> Config:
-    """Read the config file; a missing file gives the defaults, a broken one a located error."""
+    """Read the config file; a missing file gives the defaults, a broken one a located error.
+
+    A process reads one file many times (each TaskStateManager, run and worker has a workspace of
+    its own: ~6 in a worker before its first agent); a text read before gives the Config made of it
+    (a frozen record with read-only mappings), without parsing it again (~2 ms a parse)."""
     if not path.is_file():
         return Config()
     text = path.read_text(encoding="utf-8")
     if text == DEFAULT_CONFIG:  # as `specflux init` wrote it: the defaults, without tomllib (~3 ms)
         return Config()
+    key = str(path)
+    if key in _READ and _READ[key][0] == text:
+        return _READ[key][1]
+    config = _parse(path, text)
+    _READ[key] = (text, config)
+    return config
+
+
+def _parse(path: Path, text: str) -> Config:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover

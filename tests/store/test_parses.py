@@ -51,3 +51,37 @@ def test_at_most_kept_files_are_held():
     last = Parses.KEPT + 4
     assert parses.of(last, f"# task {last}\n", f"t{last}") is docs[-1]
     assert parses.of(last, f"# task {last}\n", "elsewhere") is None, "a path of its own"
+
+
+# The config file, read by every workspace of a process (a worker makes ~6): the same text gives the
+# Config made of it once; a changed text is parsed again; a broken one is refused on every read.
+
+CONFIG = '[flow]\nmax_iterations = 7\n\n[remote]\nlease_s = 30\n'
+
+
+def test_the_config_read_again_unchanged_is_the_config_made_before(tmp_path):
+    from specflux.store.config import load_config
+
+    (tmp_path / ".specflux").mkdir()
+    path = tmp_path / ".specflux" / "config.toml"
+    path.write_text(CONFIG)
+    first = load_config(path)
+    assert first.flow.max_iterations == 7 and load_config(path) is first
+    assert Workspace(tmp_path).config is first  # another workspace of the same folder
+
+
+def test_a_config_changed_by_a_byte_is_read_again_and_a_broken_one_refused_each_time(tmp_path):
+    from specflux.base.errors import ParseError
+    from specflux.store.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(CONFIG)
+    assert load_config(path).flow.max_iterations == 7
+    path.write_text(CONFIG.replace("= 7", "= 8"))
+    assert load_config(path).flow.max_iterations == 8
+    path.write_text(CONFIG.replace("= 8", "= 7").replace("lease_s = 30", "lease_s = "))
+    for _ in range(2):
+        with pytest.raises(ParseError, match="config is not valid TOML.*line 5"):
+            load_config(path)
+    path.write_text(CONFIG)
+    assert load_config(path).flow.max_iterations == 7
