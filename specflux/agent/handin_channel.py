@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specflux.agent.handin import CHECKS, KEY_VAR, STEP_VAR, HandinError, Kind, sign
+from specflux.agent.handin import CHECKS
+from specflux.agent.handin_rules import KEY_VAR, STEP_VAR, HandinError, Kind, sign
 
 FILE_NAME = "handin.json"
 

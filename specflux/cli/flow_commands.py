@@ -379,7 +379,7 @@ def cmd_submit_tasks(args) -> int:
 
 
 def _submit(kind: str, args) -> int:
-    from specflux.agent.handin import submit_from_cli
+    from specflux.agent.handin_cli import submit_from_cli
 
     code, message = submit_from_cli(kind, args.json, os.environ)
     print(message, file=sys.stdout if code == 0 else sys.stderr)

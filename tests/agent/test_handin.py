@@ -11,7 +11,8 @@ import pytest
 
 from specflux.agent.anthropic_backend import AnthropicBackend
 from specflux.agent.backend import SessionRequest
-from specflux.agent.handin import HandinError, Review, TaskPlan, check_tasks, submit_from_cli
+from specflux.agent.handin import HandinError, Review, TaskPlan, check_tasks
+from specflux.agent.handin_cli import submit_from_cli
 from specflux.agent.handin_channel import HandinChannel
 from specflux.agent.scripted import Reply, call
 from specflux.agent.tools import TOOL_SPECS, Toolbox
@@ -327,7 +328,7 @@ def test_a_hand_in_without_the_steps_key_is_refused(tmp_path: Path, env: dict):
 
 
 def test_what_a_channel_receives(tmp_path: Path, channel, env: dict):
-    from specflux.agent.handin import sign
+    from specflux.agent.handin_rules import sign
 
     path = channel.path
     assert channel.receive().data is None and channel.receive().problem is None  # nothing handed in
@@ -403,3 +404,77 @@ def test_a_reviewer_that_never_hands_in_ends_by_the_turn_limit(api, repo: Path):
     request = SessionRequest(system="You review.", context="Review.", model="claude-test", max_turns=2)
     outcome = AnthropicBackend().run(request, box)
     assert (outcome.stop, outcome.turns, box.review) == ("max_turns", 2, None)
+
+
+# -- the verdict checked without the model (handin_rules.plain_review) ------------------------------
+
+def _verdicts() -> list:
+    """Verdicts as agents write them, right and wrong in every field: each as the model takes or refuses it."""
+    issue = {"severity": "major", "description": "greet() still returns 'helo'"}
+    result = {"criterion": "1", "met": True}
+    out = [REVIEW, {**REVIEW, "issues": []}, {k: v for k, v in REVIEW.items() if k != "issues"},
+           {"approved": True, "criteria_results": [result, {"criterion": "criterion 2", "met": True}]},
+           {"approved": False, "issues": [issue, {**issue, "severity": "blocker"}, {**issue, "severity": "minor"}],
+            "criteria_results": [{**result, "met": False}]},
+           {"approved": True, "issues": [{**issue, "severity": "blocker"}], "criteria_results": [result]},  # contradicts itself
+           {"approved": True, "criteria_results": []}, [REVIEW], "approved", None, 1]
+    for key, values in {"approved": [1, 0, "true", None, [], {}],
+                        "issues": [None, {}, "", [None], [[]], [{}], [{**issue, "extra": 1}], [{"severity": "major"}]],
+                        "criteria_results": [None, {}, "1", [None], [{}], [{"criterion": "1"}],
+                                             [{**result, "why": "x"}], [{**result, "met": 1}], [{**result, "met": "yes"}]]}.items():
+        out += [{**REVIEW, key: value} for value in values]
+    out += [{**REVIEW, "extra": True}, {"issues": [], "criteria_results": [result]}, {"approved": True}]
+    for text in ("", " ", " x", "x ", "\tx", "x\n", "\u00a0x", "x\u3000", "\x1cx", "x\x1f", "\u200bx", "é",
+                 "criterion\u00a0one", 1, None, True, ["x"]):
+        out.append({"approved": False, "issues": [{**issue, "description": text}], "criteria_results": [result]})
+        out.append({"approved": False, "criteria_results": [{**result, "criterion": text}]})
+    for severity in ("Major", "major ", "critical", "", 1, None):
+        out.append({"approved": False, "issues": [{**issue, "severity": severity}], "criteria_results": [result]})
+    return out
+
+
+@pytest.mark.parametrize("verdict", _verdicts(), ids=lambda v: json.dumps(v)[:60])
+def test_a_verdict_taken_without_the_model_is_the_one_the_model_makes(verdict):
+    """Where `plain_review` takes a verdict, the model takes it too and dumps the same JSON; where
+    it does not, the model judges it (and words a refusal)."""
+    from pydantic import ValidationError
+
+    from specflux.agent.handin_rules import plain_review
+
+    plain = plain_review(verdict)
+    try:
+        modelled = Review.model_validate(verdict).model_dump(mode="json")
+    except ValidationError:
+        modelled = None
+    if plain is not None:
+        assert modelled == plain and json.dumps(plain) == json.dumps(modelled)  # the same keys in the same order
+    clean = isinstance(verdict, dict) and modelled == {"issues": [], **verdict} and all(
+        not s[0].isspace() and not s[-1].isspace()
+        for s in [*(r["criterion"] for r in verdict["criteria_results"]), *(i["description"] for i in verdict.get("issues", []))])
+    assert (plain is not None) == clean, "a verdict the model keeps as it is goes without the model"
+
+
+def test_submit_review_in_its_own_process_checks_without_importing_pydantic(tmp_path: Path, env: dict, channel):
+    """`specflux submit-review` of a verdict that needs nothing of the model: recorded, judged
+    against the task's criteria, and pydantic never imported (the hand-in costs ~40 ms, not ~120);
+    a verdict with a field to coerce still goes through the model, and one that judges the
+    wrong criteria is refused by the same words either way."""
+    import subprocess
+    import sys
+
+    task_file = tmp_path / "task-1-state.md"
+    task_file.write_text("# Task 1: greet\n\n## 1. Metadata\n- **Status:** in_progress\n\n## 2. Requirements\nGreet.\n\n"
+                         "### Acceptance Criteria\n- [ ] greet() returns 'hello'\n- [ ] tests pass\n")
+    probe = ("import sys; from specflux.cli.main import main; code = main(['submit-review', '--json', '-']); "
+             "print('pydantic' in sys.modules, file=sys.stderr); sys.exit(code)")
+    for verdict, code, says, pydantic in [
+            (REVIEW, 0, "review recorded", "False"),
+            ({**REVIEW, "issues": [{"severity": "major", "description": "  trailing spaces  "}]}, 0, "review recorded", "True"),
+            ({**REVIEW, "criteria_results": [{"criterion": "3", "met": True}]}, 1,
+             "refused: criteria_results must judge each acceptance criterion of the task", "False")]:
+        done = subprocess.run([sys.executable, "-c", probe], input=json.dumps(verdict), capture_output=True, text=True,
+                              env={**env, "SPECFLUX_TASK_FILE": str(task_file), "PATH": "/usr/bin:/bin"})
+        assert done.returncode == code and says in done.stdout + done.stderr, done.stdout + done.stderr
+        assert done.stderr.strip().splitlines()[-1] == pydantic, done.stderr
+    received = channel.receive().data
+    assert received["issues"][0]["description"] == "trailing spaces"  # the last recorded, as the model strips it

@@ -87,13 +87,11 @@ def unjudged(review: dict[str, Any] | None, manager: "TaskStateManager", task_id
     agent wrote itself), a verdict on criteria the task does not have completes nothing."""
     if not review:
         return None
-    from specflux.agent.handin import CriterionResult, HandinError, Review, check_judged
+    from specflux.agent.handin_rules import HandinError, judges
 
     try:
-        results = [CriterionResult(criterion=str(r.get("criterion", "")), met=bool(r.get("met")))
-                   for r in review.get("criteriaResults") or []]
         criteria = [item[3] for item in manager.load(task_id).criteria_lines]
-        check_judged(Review(approved=bool(review.get("approved")), criteria_results=results), criteria)
+        judges([str(r.get("criterion", "")) for r in review.get("criteriaResults") or []], criteria)
     except HandinError as e:
         return f"the review was refused: {e.message}"
     except (SpecfluxError, ValueError) as e:
