@@ -6,9 +6,10 @@ toolbox's `TaskHooks` (handoff.py), so backends know nothing about task files, s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from specflux.base.records import Factory, record
 
 if TYPE_CHECKING:
     from specflux.agent.handoff import Handoff  # (pydantic: ~0.1 s of a worker's start, paid when a hand-off is read)
@@ -18,7 +19,7 @@ StopReason = Literal["end_session", "end_turn", "max_turns", "token_budget", "bu
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-@dataclass
+@record
 class Usage:
     """What a session spent, summed over every response: tokens, the model, and the money.
 
@@ -73,7 +74,7 @@ class Usage:
         return self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
 
 
-@dataclass
+@record
 class SessionRequest:
     """What one agent session is asked to do."""
 
@@ -104,14 +105,14 @@ class SessionRequest:
         return None
 
 
-@dataclass
+@record
 class SessionOutcome:
     """How a session ended and what it cost."""
 
     stop: StopReason
     handoff: Handoff | None = None
     error: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = Factory(Usage)
     turns: int = 0
     duration_ms: int = 0
     recording: Path | None = None

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from specflux.base.records import Factory, record
 
 if TYPE_CHECKING:
     from specflux.agent.egress import Allowlist, EgressProxy
@@ -52,14 +53,14 @@ TASK_FOLDERS = ("task-states", "archives", "cache")
 HELD_AT_MOST = 16
 
 
-@dataclass
+@record
 class Confined:
     """How an agent CLI runs: `argv` (None: unconfined, as `sh -c`), the environment to add,
     and the line to say when it starts (a warning where no sandbox is available), if any."""
 
     sandbox: "Sandbox"
     argv: list[str] | None = None
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = Factory(dict)
     notice: str | None = None
     held: frozenset[str] = frozenset()  # task files the agent cannot change or delete (bubblewrap: not its own)
     proxy: "EgressProxy | None" = None  # the network's one way out, where it is confined to some hosts

@@ -16,10 +16,10 @@ A session whose usage turned out unknown says so after it (usage_checks.uncounte
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from specflux.base.errors import UsageError
+from specflux.base.records import record
 
 if TYPE_CHECKING:
     from specflux.agent.presets import Preset
@@ -32,7 +32,7 @@ READERS_HINT = ('name the CLI\'s reader as an [agents.NAME] in .specflux/config.
                 '"codex", "gemini", "aider" or "opencode")')
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unfed:
     """What an agent's output cannot feed, and why."""
 

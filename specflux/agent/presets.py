@@ -43,8 +43,9 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
 from typing import Literal, Mapping
+
+from specflux.base.records import Factory, record
 
 Handover = Literal["stdin", "arg", "file"]
 HANDOVERS: tuple[str, ...] = ("stdin", "arg", "file")
@@ -65,7 +66,7 @@ _SHELL_META = re.compile(r"[$`;&|<>(){}*?\[\]#\\]")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Preset:
     """How one agent CLI runs headless (see the module's docstring)."""
 
@@ -73,11 +74,11 @@ class Preset:
     program: str
     command: str
     install: str = ""
-    roles: Mapping[str, str] = field(default_factory=dict)
+    roles: Mapping[str, str] = Factory(dict)
     model: str = ""
     handover: Handover = "stdin"
     usage: str = "auto"
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = Factory(dict)
     home: tuple[str, ...] = ()
     verified: str = ""
     passes: tuple[str, ...] = ()

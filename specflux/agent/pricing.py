@@ -8,19 +8,19 @@ A model the table does not know has no cost: `None`, shown as unknown, never 0.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
 
 from specflux.agent.backend import Usage
+from specflux.base.records import record
 
 TABLE = Path(__file__).with_name("pricing.toml")
 RATES = ("input", "output", "cache_read", "cache_write")  # US dollars per million tokens
 _DATE_SUFFIX = re.compile(r"(-\d{8}|@\d{8}|-latest|-preview(-[\d-]+)?)$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Price:
     input: float
     output: float

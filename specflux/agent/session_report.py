@@ -3,16 +3,16 @@ entry, the task's status, the commit, and every notice to show."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specflux.agent.backend import SessionOutcome
+from specflux.base.records import Factory, record
 
 if TYPE_CHECKING:
     from specflux.agent.handoff import Handoff  # (pydantic: imported where a hand-off is read)
 
 
-@dataclass
+@record
 class SessionReport:
     task_id: str
     stop: str
@@ -20,11 +20,11 @@ class SessionReport:
     error: str | None = None
     status: str | None = None
     commit: str = ""
-    changed: list[str] = field(default_factory=list)
-    wired: list[str] = field(default_factory=list)
+    changed: list[str] = Factory(list)
+    wired: list[str] = Factory(list)
     outcome: SessionOutcome | None = None
-    notices: list[str] = field(default_factory=list)
-    archived: list[str] = field(default_factory=list)
+    notices: list[str] = Factory(list)
+    archived: list[str] = Factory(list)
     restored: bool = False  # the agent broke or deleted its own task file, which was put back
     handoff: Handoff | None = None  # the agent's end_session (a run decides what to do with it)
     review: dict | None = None  # a reviewer session's verdict (submit_review), or None

@@ -19,11 +19,11 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from specflux.base.errors import SpecfluxError
+from specflux.base.records import record
 
 if TYPE_CHECKING:  # the session runner imports the sandbox; Toolbox only calls it
     from specflux.agent.handin import Review, TaskPlan
@@ -115,7 +115,7 @@ ROLE_SPECS: dict[str, list[dict[str, Any]]] = {"coder": TOOL_SPECS, "reviewer": 
                                                "planner": PLANNER_SPECS}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolResult:
     content: str
     is_error: bool = False

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import importlib
 import random as _random
-from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, Mapping, Protocol, Union
 
 from specflux.base.errors import SpecfluxError
+from specflux.base.records import Factory, record
 
 ENTRY_POINT_GROUP = "specflux.specs"
 
@@ -30,7 +31,7 @@ class SpecError(SpecfluxError):
     """A spec that cannot be loaded, or a decision that does not make sense."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RequestWork:
     work_kind: str
     payload: Mapping[str, Any] | None = None
@@ -38,14 +39,14 @@ class RequestWork:
     type: Literal["REQUEST_WORK"] = "REQUEST_WORK"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RequestApproval:
     payload: Mapping[str, Any] | None = None
     step_id: str | None = None
     type: Literal["REQUEST_APPROVAL"] = "REQUEST_APPROVAL"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Annotate:
     key: str
     value: Any = None
@@ -55,7 +56,7 @@ class Annotate:
 Action = Union[RequestWork, RequestApproval, Annotate]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Decision:
     decision_id: str
     actions: tuple[Action, ...] = ()
@@ -118,7 +119,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentResponse:
     """What a finished step hands to the spec. `work_kind` "BOOT" starts a run."""
 
@@ -130,7 +131,7 @@ class AgentResponse:
     task_id: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AgentErrorInfo:
     """Why a step failed: `type` is RATE_LIMIT, OVERLOADED, TIMEOUT, INTERRUPTED or ERROR."""
 
@@ -139,23 +140,24 @@ class AgentErrorInfo:
     retry_after_s: float | None = None
 
 
-@dataclass
+@record
 class DecisionContext:
     """Deterministic inputs of a decision: both come from the run's events, never the clock."""
 
     now: int  # milliseconds since the epoch, as recorded for this step
     seed: int  # recorded with it
-    random: _random.Random = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        self.random = _random.Random(self.seed)
+    @cached_property
+    def random(self) -> _random.Random:
+        """Random numbers from `seed`: the same in a replay."""
+        return _random.Random(self.seed)
 
 
-@dataclass
+@record
 class SpecContext:
     """What a factory gets to build its spec: the workflow's own settings, and where it runs."""
 
-    config: Mapping[str, Any] = field(default_factory=dict)
+    config: Mapping[str, Any] = Factory(dict)
     root: Path | None = None
 
 

@@ -19,9 +19,9 @@ state between decisions: its runs keep the two commits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from specflux.base.records import record
 from specflux.flow.decisions import AgentResponse, Annotate, Decision, DecisionContext
 from specflux.flow.state import fold, task_by_id
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from specflux.store.manager import TaskStateManager
 
 
-@dataclass
+@record
 class Accepted:
     """A task completed before its reviewer's commit: whom it wired, and the decision's moment."""
 

@@ -9,10 +9,10 @@ A true conflict is left between git's markers (`<<<<<<< ours` / `=======` / `>>>
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Iterator
 
+from specflux.base.records import record
 from specflux.format.outline import split_lines
 
 OURS_MARKER, SEPARATOR, THEIRS_MARKER = "<<<<<<< ours", "=======", ">>>>>>> theirs"
@@ -30,7 +30,7 @@ def to_lf(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
-@dataclass
+@record
 class _Version:
     """One side's text as lines; a criterion's box is blanked in `neutral` so that lines are
     compared by their text and ticks are merged apart."""

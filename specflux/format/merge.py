@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from specflux.base.records import record
 from specflux.format.document import TaskDocument
 from specflux.format.line_merge import merge_lines, to_lf
 from specflux.format.outline import Heading, scan
@@ -100,7 +100,7 @@ def _parse(text: str) -> TaskDocument | None:
 # ====================================================================== pieces of a document
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Piece:
     """A heading with the text it owns (or the text before the first heading), and the offsets of
     the criteria boxes in it."""
@@ -282,7 +282,7 @@ def _merge_log(b: _Piece, o: _Piece, t: _Piece) -> tuple[str, bool]:
 
 
 def _as_new(piece: _Piece, side: str) -> _Piece:
-    return replace(piece, key=("new", side, piece.number))
+    return _Piece(("new", side, piece.number), piece.text, piece.boxes, piece.number)
 
 
 def _is_archived(text: str) -> bool:

@@ -15,15 +15,15 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from specflux.base.files import stat_key
+from specflux.base.records import record
 
 _SHA = re.compile(rb"[0-9a-f]{40}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GitDirs:
     """A work tree's own git dir (HEAD, index) and the common one (refs, objects): the same
     folder unless the work tree is a linked worktree."""
@@ -127,7 +127,7 @@ def _packed(path: str) -> dict[str, str]:
     return refs
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CommitHeader:
     tree: str
     parents: tuple[str, ...]

@@ -13,11 +13,11 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from specflux.base.errors import GitError
 from specflux.base.files import alive, stat_key
+from specflux.base.records import record
 from specflux.vcs.index_journal import FOLLOW_JOURNAL, index_follows_head
 from specflux.vcs.process import FULL_SHA, NO_MAINTENANCE, check, committed_sha, nul_list
 from specflux.vcs.status import REGULAR, UNMERGED, StatusEntry, examine, fingerprint, read_status
@@ -55,7 +55,7 @@ def capture(root: Path, run_bytes: Callable[..., subprocess.CompletedProcess[byt
     return Baseline(head, dirty)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SessionCommitter:
     """Makes one session commit in the work tree at `root`, whose own git dir is `git_dir`; git
     runs through `run` (text; waiting while another git holds a lock: `Git._git`) and `run_bytes`

@@ -11,10 +11,10 @@ import os
 import stat
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from specflux.base.errors import GitError
+from specflux.base.records import record
 
 REGULAR = ("100644", "100755")  # the modes of a regular file
 UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})  # porcelain v1 letters
@@ -23,7 +23,7 @@ UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})  # porcelain v1
 STATUS_ARGS = ("--no-optional-locks", "status", "--porcelain=v2", "--branch", "-z", "-uall", "--no-renames")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StatusEntry:
     """One line of `git status --porcelain=v2`: HEAD, index and work-tree state of a path."""
 

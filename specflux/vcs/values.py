@@ -4,10 +4,11 @@ path the user had changed before it) and SessionCommit (what its commit took and
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+
+from specflux.base.records import Factory, record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Dirty:
     """One path the user had changed before an agent session, as `Git.capture` saw it."""
 
@@ -18,7 +19,7 @@ class Dirty:
     too_large: bool = False  # a tracked regular file whose bytes were not kept (over the caps)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Baseline:
     """The work tree before an agent session: HEAD and every path the user had changed."""
 
@@ -50,21 +51,21 @@ class Baseline:
             for path, d in data["dirty"].items()})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SessionCommit:
     """What `Git.commit_session` committed."""
 
     sha: str  # "" when there was nothing to commit
-    paths: list[str] = field(default_factory=list)  # root-relative paths the commit was built from
-    notes: list[str] = field(default_factory=list)  # a sentence per path left out or partly taken
-    left_out: list[str] = field(default_factory=list)
-    partly: list[str] = field(default_factory=list)
+    paths: list[str] = Factory(list)  # root-relative paths the commit was built from
+    notes: list[str] = Factory(list)  # a sentence per path left out or partly taken
+    left_out: list[str] = Factory(list)
+    partly: list[str] = Factory(list)
     # `git status` of the work tree right after the commit where it follows from the status the
     # commit was built from (path -> StatusEntry), else None: a caller need not ask git again
     after: "dict | None" = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Commit:
     """One commit as specflux reads it back."""
 

@@ -15,18 +15,18 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from specflux.base.crashpoint import crash_point
 from specflux.base.errors import GitError, Refused, UsageError
+from specflux.base.records import Factory, record
 from specflux.vcs.process import NO_MAINTENANCE, run_git as _run
 
 BRANCH_PREFIX = "specflux/"
 DIFF_LIMIT = 12_000  # characters of a conflicted attempt's change shown to the next attempt
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MergeResult:
     merged: bool
     commit: str = ""  # the merge commit now at the tip of the target branch
@@ -38,7 +38,7 @@ class MergeResult:
                 "conflicts": list(self.conflicts), "reason": self.reason}
 
 
-@dataclass
+@record
 class Worktrees:
     """The lanes of run `run_id` in the repository whose main worktree is `root`."""
 
@@ -46,7 +46,7 @@ class Worktrees:
     run_id: str
     setup: str = ""
     setup_timeout_s: float = 900
-    log: list[str] = field(default_factory=list)
+    log: list[str] = Factory(list)
 
     @property
     def home(self) -> Path:

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from specflux.base.records import record
 from specflux.flow.remote.marker import iso, marker
 from specflux.flow.remote.transport import CLAIMS, RELEASED, Remote
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Claim:
     task: str
     sha: str

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from specflux.base.records import field_names
 from specflux.flow.remote.worker import Options, Report, Worker
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _crew(root: Path, options: Options, agents: "Agents", count: int, lead: Work
             from specflux.base.errors import GitError
 
             raise GitError(f"git worktree add failed: {done.stderr.strip()}")
-        mine = Options(**{f.name: getattr(options, f.name) for f in fields(Options)})
+        mine = Options(**{name: getattr(options, name) for name in field_names(Options)})
         mine.worker = f"{options.worker}/{n}"
         crew.append(Worker(place, mine, agents, open_manager=lambda place=place: open_manager(place),
                            say=lambda line, n=n: say(f"[{n}] {line}"), branch=branch, track_as=re.sub(r"[^A-Za-z0-9._/-]", "-", mine.worker)))

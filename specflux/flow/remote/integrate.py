@@ -17,9 +17,9 @@ merge is aborted, the work pushed to `specflux/conflict/<task-id>`, and the call
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Literal
 
+from specflux.base.records import Factory, record
 from specflux.flow.remote.claims import Claim
 from specflux.flow.remote.lease import Lease
 from specflux.flow.remote.marker import iso, marker
@@ -29,12 +29,12 @@ from specflux.vcs.merge_driver import DRIVER_NAME, driver_command
 CONFLICTS = "refs/heads/specflux/conflict/"
 
 
-@dataclass
+@record
 class Integrated:
     outcome: Literal["pushed", "lost", "conflict"]
     detail: str = ""
     tries: int = 0
-    conflicts: list[str] = field(default_factory=list)
+    conflicts: list[str] = Factory(list)
     seconds: float = 0.0
 
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from specflux.base.errors import GitError
+from specflux.base.records import record
 from specflux.vcs.process import run_git
 
 CLAIMS = "refs/specflux/claims/"
@@ -41,7 +41,7 @@ class Unreachable(GitError):
     """The remote did not answer (and went on not answering until the caller gave up)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Pushed:
     ok: bool
     text: str  # git's porcelain report, or its error

@@ -18,11 +18,11 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from specflux.base.errors import UsageError
+from specflux.base.records import Factory, record
 from specflux.flow.remote.claims import Claim, Claims
 from specflux.flow.remote.integrate import Integrated, integrate, keep_conflicted
 from specflux.flow.remote.lease import Lease
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 WORKABLE = ("pending", "in_progress", "review")  # what the remote may still need done
 
 
-@dataclass
+@record
 class Options:
     remote: str = "origin"
     worker: str = ""
@@ -52,17 +52,17 @@ class Options:
     wait_s: float | None = None  # --wait: how long to wait for a chain to open when nothing is claimable
 
 
-@dataclass
+@record
 class Report:
     worker: str
-    integrated: dict[str, str] = field(default_factory=dict)  # task -> its status on the remote
-    lost: dict[str, str] = field(default_factory=dict)  # task -> why its result was dropped
-    conflicts: dict[str, str] = field(default_factory=dict)  # task -> the branch its work is on
-    unfinished: dict[str, str] = field(default_factory=dict)  # task -> the run's status
-    runs: list[str] = field(default_factory=list)
+    integrated: dict[str, str] = Factory(dict)  # task -> its status on the remote
+    lost: dict[str, str] = Factory(dict)  # task -> why its result was dropped
+    conflicts: dict[str, str] = Factory(dict)  # task -> the branch its work is on
+    unfinished: dict[str, str] = Factory(dict)  # task -> the run's status
+    runs: list[str] = Factory(list)
     stopped: str = ""  # why the worker stopped, in words
-    held_back: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> {unconfirmed upstream: why}
-    timings: dict[str, list[float]] = field(default_factory=lambda: {"claim": [], "renew": [], "integrate": []})
+    held_back: dict[str, dict[str, str]] = Factory(dict)  # task -> {unconfirmed upstream: why}
+    timings: dict[str, list[float]] = Factory(lambda: {"claim": [], "renew": [], "integrate": []})
 
     def as_json(self) -> dict[str, Any]:
         return {"worker": self.worker, "integrated": self.integrated, "lost": self.lost, "conflicts": self.conflicts,

@@ -11,14 +11,14 @@ refuses, the run pauses and says why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from specflux.base.records import record
 from specflux.vcs.process import run_git as _run
 from specflux.vcs.refs import GitDirs, commit_header, head, head_at
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Where:
     branch: str | None  # None: a detached HEAD
     head: str

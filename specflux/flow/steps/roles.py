@@ -10,11 +10,11 @@ its schema before it counts.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from specflux.base.errors import SpecfluxError
+from specflux.base.records import Factory, record
 from specflux.format.render import now_stamp
 from specflux.flow.decisions import AgentErrorInfo
 from specflux.flow.steps.attempt import agent_failed, claim, retry_context
@@ -36,12 +36,12 @@ class Interrupted(Exception):
     """The step was interrupted (`flow stop`, Ctrl-C): the session recorded so."""
 
 
-@dataclass
+@record
 class StepResult:
     status: str  # "OK" or "ERROR"
     output: dict[str, Any] | None
     validation: dict[str, Any] | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = Factory(dict)
     duration_ms: int = 0
     error: AgentErrorInfo | None = None
     chain_output: dict[str, str] | None = None
@@ -75,7 +75,7 @@ class StepResult:
         return event
 
 
-@dataclass
+@record
 class Agents:
     """How a run's agent roles are run: `kind` anthropic, command (`cmd`) or replay (run `replay_from`'s recordings)."""
 

@@ -6,19 +6,20 @@ reported `path:line` at the key that causes it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
-@dataclass
+from specflux.base.records import Factory, record
+
+@record
 class _EdgeLines:
     header: int  # the `[[edges]]` line
     keys: dict[str, int]
 
 
-@dataclass
+@record
 class _Lines:
     top: dict[str, int]  # top-level key (or table name) -> its line
     edges: list[_EdgeLines]
-    tests: list[_EdgeLines] = field(default_factory=list)  # `[[tests]]` tables, like edges
+    tests: list[_EdgeLines] = Factory(list)  # `[[tests]]` tables, like edges
 
 
 _HEADER = re.compile(r"\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
