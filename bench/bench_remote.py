@@ -36,6 +36,7 @@ import re
 import resource
 import shlex
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -115,7 +116,8 @@ class Daemon:
             self.port = s.getsockname()[1]
         self.process = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
                                          f"--base-path={base}", "--listen=127.0.0.1", f"--port={self.port}", str(base)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)  # `git daemon` runs git-daemon as its child: killed as a group
         for _ in range(100):
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
@@ -128,7 +130,7 @@ class Daemon:
         return f"git://127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
-        self.process.kill()
+        os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
 
 
