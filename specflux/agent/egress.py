@@ -24,10 +24,10 @@ import os
 import socket
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from specflux.agent.netbridge import splice  # (one copy: the relay in a namespace runs it alone)
+from specflux.base.records import record
 
 HOSTS_ENV = "SPECFLUX_AGENT_HOSTS"
 HEAD_LIMIT = 64 * 1024
@@ -35,7 +35,7 @@ CONNECT_TIMEOUT_S = 15
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Allowlist:
     """Hosts an agent may reach: (`host`, `port`) pairs, a host `*.domain` for any below it,
     a port None for any port of that host."""
@@ -98,15 +98,13 @@ def _host_entry(item: str) -> tuple[str, int | None] | None:
     return item.lower().strip("[]"), None
 
 
-@dataclass
 class EgressProxy:
     """The proxy of one session; `start` it on a unix socket path or a loopback TCP port, `close`
     it after. `refused`: the `host:port`s it refused, in order."""
 
-    allowlist: Allowlist
-    refused: list[str] = field(default_factory=list)
-
-    def __post_init__(self):
+    def __init__(self, allowlist: Allowlist):
+        self.allowlist = allowlist
+        self.refused: list[str] = []
         self._server: socket.socket | None = None
         self._lock = threading.Lock()
         self._closing = threading.Event()
