@@ -24,7 +24,6 @@ from specflux.flow.remote.claims import Claim
 from specflux.flow.remote.lease import Lease
 from specflux.flow.remote.marker import iso, marker
 from specflux.flow.remote.transport import DONE, Remote, backoff
-from specflux.vcs.merge_driver import DRIVER_NAME, driver_command
 
 CONFLICTS = "refs/heads/specflux/conflict/"
 
@@ -41,7 +40,10 @@ class Integrated:
 def ensure_driver(remote: Remote) -> None:
     """The task-file merge driver in this clone's git config (the attribute travels with the
     repository; the driver is config, which no clone carries). Read with the clone's other settings
-    in one `git config`; written only when missing or changed."""
+    in one `git config`; written only when missing or changed. (The driver's module, with the
+    task-file merge it runs, loads here: after a worker's first agent has started, not before.)"""
+    from specflux.vcs.merge_driver import DRIVER_NAME, driver_command
+
     for key, value in (("merge.specflux.name", DRIVER_NAME), ("merge.specflux.driver", driver_command())):
         if remote.config().get(key) != value:
             remote.set_config(key, value)

@@ -6,7 +6,6 @@ make a condition quietly false, and the run would end early for no visible reaso
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Mapping
 
 # Functions whose answer depends on the clock or chance: a replayed run would decide differently.
@@ -143,9 +142,16 @@ class _Reads:
 
 def _unknown_field(schema: Mapping[str, Any], trail: tuple[str, ...], name: str) -> str:
     dotted = ".".join((*trail, name))
-    hint = difflib.get_close_matches(name, list(schema), n=1)
+    hint = close_matches(name, list(schema), n=1)
     maybe = f" (did you mean `{'.'.join((*trail, hint[0]))}`?)" if hint else ""
     if trail:
         return (f"reads `{dotted}`, which the run state does not have{maybe}: "
                 f"`{'.'.join(trail)}` has {', '.join(schema)}")
     return f"reads `{dotted}`, which the run state does not have{maybe}: it has {', '.join(schema)}"
+
+
+def close_matches(word: str, choices, n: int = 1) -> list[str]:
+    """The nearest of `choices` to a misspelt `word` (difflib loads only where one is misspelt)."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(choices), n=n)

@@ -40,7 +40,6 @@ milliseconds, which commands that never touch a run (`specflux list`) must not p
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from specflux.base.errors import NotFoundError, ParseError, UsageError
-from specflux.flow.workflow.condition_fields import STATE_FIELDS, STATE_SCHEMA, _Reads  # noqa: F401 (STATE_FIELDS: part of this module's API)
+from specflux.flow.workflow.condition_fields import STATE_FIELDS, STATE_SCHEMA, _Reads, close_matches  # noqa: F401 (STATE_FIELDS: part of this module's API)
 from specflux.flow.decisions import plain as _plain  # jsonata reads only dicts and lists
 from specflux.flow.workflow.builtin import BUILTIN, BUILTIN_QUEUE, built_in_conditions, tomllib  # noqa: F401 (BUILTIN_QUEUE: part of this module's API)
 from specflux.flow.workflow.fast_conditions import evaluate_simple, fields_named as _fields_named
@@ -286,7 +285,7 @@ def _string(data: Mapping[str, Any], key: str, problems: _Problems, line_of, req
 
 
 def _unknown_role(role: str) -> str:
-    hint = difflib.get_close_matches(role, ROLES, n=1)
+    hint = close_matches(role, ROLES, n=1)
     maybe = f" (did you mean `{hint[0]}`?)" if hint else ""
     return f"unknown role `{role}`{maybe}: roles are {', '.join(ROLES)}"
 
@@ -310,7 +309,7 @@ def _edge(table: Mapping[str, Any], lines: "_EdgeLines", path: str, problems: _P
     line_of = lambda key: key_lines.get(key, lines.header)  # noqa: E731
     for key in table:
         if key not in EDGE_KEYS:
-            hint = difflib.get_close_matches(key, EDGE_KEYS, n=1)
+            hint = close_matches(key, EDGE_KEYS, n=1)
             maybe = f" (did you mean `{hint[0]}`?)" if hint else ""
             problems.add(f"unknown key `{key}` in an edge{maybe}: an edge has {', '.join(EDGE_KEYS)}", line_of(key))
     values = {}
