@@ -16,10 +16,10 @@ import re
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from specflux.base.errors import GitError
+from specflux.base.records import record
 from specflux.vcs.index_journal import index_follows_head
 from specflux.vcs.messages import LOG_FORMAT, RECORD, commit_message, parse_commit
 from specflux.vcs.process import FULL_SHA, NO_MAINTENANCE, check, committed_sha, literal_pathspec, run_git, run_git_waiting
@@ -41,7 +41,7 @@ _AM = ("an am", "git am --continue", "git am --abort")
 _REVERT_SEQUENCE = ("a revert", "git revert --continue", "git revert --abort")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Git:
     """The git work tree at `root`; relative paths given to its methods are relative to `root`.
 
@@ -49,7 +49,7 @@ class Git:
     """
 
     root: Path
-    busy_wait: float = field(default=10.0, compare=False)
+    busy_wait: float = 10.0
 
     @classmethod
     def find(cls, path: str | Path) -> Git | None:

@@ -15,8 +15,8 @@ when its claim was lost, `specflux/work/<task>` when the run did not finish.
 
 from __future__ import annotations
 
+import os
 import random
-import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -71,7 +71,7 @@ class Report:
 
 
 def new_run_id() -> str:
-    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
 
 
 # Workers started at once all try the queue's first ready task; each that lost it tries one of the

@@ -43,11 +43,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from specflux.base.errors import NotFoundError, ParseError, UsageError
+from specflux.base.records import record
 from specflux.flow.workflow.condition_fields import STATE_FIELDS, STATE_SCHEMA, _Reads, close_matches  # noqa: F401 (STATE_FIELDS: part of this module's API)
 from specflux.flow.decisions import plain as _plain  # jsonata reads only dicts and lists
 from specflux.flow.workflow.builtin import BUILTIN, BUILTIN_QUEUE, built_in_conditions, tomllib  # noqa: F401 (BUILTIN_QUEUE: part of this module's API)
@@ -79,7 +79,7 @@ class WorkflowError(ParseError):
 
 # --- the values ------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edge:
     id: str
     from_: str  # the TOML key "from"
@@ -88,10 +88,10 @@ class Edge:
     max_iterations: int | None = None
     task: str | None = None  # "next": firing accepts the current task and moves to the next one
     line: int = 0  # the line of this edge's `[[edges]]` header
-    _path: str = field(default="<workflow>", repr=False, compare=False)
-    _key_lines: tuple[tuple[str, int], ...] = field(default=(), repr=False, compare=False)
-    _compiled: Any = field(default=None, repr=False, compare=False)  # jsonata.Jsonata: compiled at load, else at first use
-    _constant: bool | None = field(default=None, repr=False, compare=False)  # a `when` that reads no state
+    _path: str = "<workflow>"  # (fields named _...: left out of == and the repr, see base/records.py)
+    _key_lines: tuple[tuple[str, int], ...] = ()
+    _compiled: Any = None  # jsonata.Jsonata: compiled at load, else at first use
+    _constant: bool | None = None  # a `when` that reads no state
 
     def line_of(self, key: str) -> int:
         """The line of `key` (`when`, `from`, ...) in this edge, else of its `[[edges]]` header."""
@@ -129,7 +129,7 @@ class Edge:
         return result
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Workflow:
     name: str
     version: str
