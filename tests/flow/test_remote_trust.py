@@ -209,7 +209,9 @@ def test_a_worker_clears_a_stale_claim_for_a_task_that_does_not_exist(tmp_path):
     bare = make_origin(tmp_path, [("Only", [])])
     with Daemon(tmp_path) as daemon:
         a = clone(daemon.url("origin.git"), tmp_path / "a")
-        assert Claims(Remote(a, "origin", "main"), lease_s=0.1, skew_s=0).create("8", "gone", "run-x") is not None
+        # a claim whose lease ran out before the worker starts (a worker that drained the queue
+        # within a short lease's skew once stopped before the claim was stale, and left it)
+        assert Claims(Remote(a, "origin", "main"), lease_s=-1, skew_s=0).create("8", "gone", "run-x") is not None
         env = env_for(tmp_path, {"coder:1": [coder("1")]})
         assert worker(a, "wa", env).wait(timeout=180) == 0, log_of(a, "wa")
     assert "cleared the stale claim of gone (run run-x) on task 8: there is no task 8 on origin/main" in log_of(a, "wa")
