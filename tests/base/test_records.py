@@ -72,3 +72,18 @@ def test_a_required_field_after_a_default_is_refused_unless_keyword_only():
         class Wrong:
             a: int = 0
             b: int
+
+
+def test_a_field_named_with_an_underscore_is_kept_out_of_eq_hash_and_repr():
+    """As dataclasses' `field(compare=False, repr=False)`: a cache or a note of where a value came
+    from (workflow_file.Edge's compiled condition) does not make two equal values differ."""
+    @record(frozen=True)
+    class Edge:
+        id: str
+        when: str | None = None
+        _compiled: object = None
+
+    a, b = Edge("e", "x", _compiled=object()), Edge("e", "x")
+    assert a._compiled is not None and b._compiled is None
+    assert a == b and hash(a) == hash(b) and repr(a).endswith(".Edge(id='e', when='x')")
+    assert a != Edge("f", "x") and field_names(Edge) == ("id", "when", "_compiled")
