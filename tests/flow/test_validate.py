@@ -574,3 +574,36 @@ def test_reading_config_imports_no_junitparser(tmp_path):
     probe = probe.replace(repr(str(with_validate)), repr(str(tmp_path / "none.toml")))
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_projects_python_files_are_listed_once_a_process_and_a_coders_new_file_kept(tmp_path, monkeypatch):
+    """`drop_stale` asks git for the project's Python files at a root's first validation only (a
+    validation a step; `git ls-files --others` walks the tree), and keeps every edited file in that
+    list: a file a coder made and the engine later puts back loses its stale bytecode too."""
+    from specflux.flow.steps import bytecode
+    from specflux.vcs import process
+
+    root = tmp_path / "project"
+    (root / "__pycache__").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    (root / "calc.py").write_text(CALC)
+    asked = []
+    real = process.run_git
+    monkeypatch.setattr(process, "run_git", lambda args, *a, **k: asked.append(args[0]) or real(args, *a, **k))
+
+    def stale(name: str) -> Path:  # bytecode written a second before its source last changed
+        pyc = root / "__pycache__" / f"{name}.cpython-311.pyc"
+        pyc.write_bytes(b"old")
+        source = (root / f"{name}.py").stat().st_mtime_ns
+        os.utime(pyc, ns=(source - 10**9,) * 2)
+        return pyc
+
+    pyc = stale("calc")
+    bytecode.drop_stale(root)
+    assert not pyc.exists() and asked == ["ls-files"]
+    (root / "made.py").write_text("X = 1\n")  # a coder's new file: edited, not in git's first list
+    bytecode.drop_stale(root, edited=[root / "made.py"])
+    pyc, made = stale("calc"), stale("made")
+    bytecode.drop_stale(root)  # neither edited now: both in the list kept
+    assert not pyc.exists() and not made.exists()
+    assert asked == ["ls-files"], "git was asked again"

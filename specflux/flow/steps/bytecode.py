@@ -5,7 +5,8 @@ the source's. A file rewritten with the same size within the second its bytecode
 (`a * b` to `a + b` by a coder's retry; the engine putting a file back after an agent's `git
 reset`, right after a test imported it) is then tested as the old code, attempt after attempt.
 Before each validation (`drop_stale`): the bytecode of the files the coder changed goes, and so
-does every cached `.pyc` of the project written before its source last changed.
+does every cached `.pyc` of the project written before its source last changed (the project's
+files listed by git once a process).
 It is a cache: deleting it costs a compile at most.
 
 Where it is: `__pycache__/<name>.<tag>.pyc` beside the source, or under PYTHONPYCACHEPREFIX, the
@@ -38,11 +39,13 @@ def drop_stale(root: Path, edited: Iterable[Path] = (), prefix: str | None = Non
     """Delete the cached bytecode of the Python files in `edited` (whatever its age, and even where
     the file itself went), and every cached `.pyc` of the project's Python files written before its
     source last changed. The project's files are git's list of them (tracked, and untracked but not
-    ignored, so that no virtual environment inside is walked): one git process a validation, beside
-    the tests it runs; without git, the edited files' drop is what there is."""
+    ignored, so that no virtual environment inside is walked), asked once a process and kept with
+    every edited file added: a file the engine puts back is one the project had, or one a coder
+    made (edited); a file that appears otherwise mid-run (a person's, a merged lane's) has no
+    bytecode from before it. Without git, the edited files' drop is what there is."""
     edited = {path for path in edited if path.suffix == ".py"}
     by_parent: dict[Path, set[Path]] = {}
-    for path in (*edited, *_project_files(root)):
+    for path in (*edited, *_project_files(root, edited)):
         by_parent.setdefault(path.parent, set()).add(path)
     for parent, paths in by_parent.items():
         for folder in _folders(parent, prefix):
@@ -64,13 +67,23 @@ def drop_stale(root: Path, edited: Iterable[Path] = (), prefix: str | None = Non
                         pass
 
 
-def _project_files(root: Path) -> list[Path]:
-    from specflux.vcs.process import run_git
+_LISTED: dict[Path, set[Path]] = {}  # root -> its Python files: git's list at the first validation, and every edited one since
 
-    try:
-        listed = run_git(("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"), root)
-    except OSError:  # no such folder (the validation says so), no git
-        return []
-    if listed.returncode != 0:  # not a git repository
-        return []
-    return [root / name for name in listed.stdout.split("\0") if name]
+
+def _project_files(root: Path, edited: set[Path]) -> set[Path]:
+    """The project's Python files (a git process the first time a process asks for `root`; the
+    list kept then, with `edited` added: a validation a step, and a `git ls-files --others`
+    walks the whole tree)."""
+    known = _LISTED.get(root)
+    if known is None:
+        from specflux.vcs.process import run_git
+
+        try:
+            listed = run_git(("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"), root)
+        except OSError:  # no such folder (the validation says so), no git
+            return set()
+        if listed.returncode != 0:  # not a git repository
+            return set()
+        known = _LISTED[root] = {root / name for name in listed.stdout.split("\0") if name}
+    known.update(edited)
+    return known
