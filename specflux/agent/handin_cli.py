@@ -75,9 +75,10 @@ def submit_from_cli(kind: Kind, source: str, env: Mapping[str, str], stdin: Text
     return 0, f"{count} task{'s' if count != 1 else ''} recorded"
 
 
-def checked(kind: Kind, data: Any, task_file: str | None) -> dict[str, Any]:
+def checked(kind: Kind, data: Any, task_file: str | None = None) -> dict[str, Any]:
     """`data` checked as the tools check it, as its model dumps it (JSON); HandinError when refused.
-    A review is also held to the criteria of `task_file` (the session's task), where given."""
+    A review is also held to the criteria of `task_file` (the session's task), where given. (The
+    run reads every hand-in through this too: handin_channel.py.)"""
     plain = plain_review(data) if kind == "review" else None
     if plain is None:
         from specflux.agent.handin import CHECKS

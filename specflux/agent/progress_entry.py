@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specflux.agent.backend import SessionOutcome
-from specflux.agent.session_report import SessionReport
+from specflux.agent.session_report import SessionReport, WrittenChainOutput, WrittenHandoff
 from specflux.base.errors import SpecfluxError
 from specflux.format.document import TaskDocument
 from specflux.format.fields import USAGE_UNKNOWN, format_usage
@@ -154,11 +154,9 @@ def settle_agent_edits(manager, task_id, before, hand, outcome, clock, report, c
     if not complete:  # in a run the workflow accepts the task, not the agent
         out = doc.chain_output()
         if out is not None and out.summary:
-            from specflux.agent.handoff import ChainOutputIn, Handoff
-
             last = next((s for s in reversed(doc.sessions()) if s.number == number), None)
-            report.handoff = Handoff(did=(last.did if last and last.did else ["(see the task file)"]),
-                                     chain_output=ChainOutputIn(summary=out.summary, downstream=out.downstream))
+            report.handoff = WrittenHandoff(did=list(last.did) if last and last.did else ["(see the task file)"],
+                                            chain_output=WrittenChainOutput(out.summary, out.downstream))
         if doc.status == "complete":
             fixes["status"] = "in_progress"
             report.notices.append("the agent marked the task complete; in a run, the workflow decides that")

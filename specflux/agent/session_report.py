@@ -12,6 +12,24 @@ if TYPE_CHECKING:
     from specflux.agent.handoff import Handoff  # (pydantic: imported where a hand-off is read)
 
 
+@record(frozen=True)
+class WrittenChainOutput:
+    summary: str
+    downstream: str = ""
+
+
+@record(frozen=True)
+class WrittenHandoff:
+    """The hand-off an agent CLI made by writing its task file (its entry's **Did:**, its chain
+    output), read as a `Handoff` is: the same fields, without pydantic's model (a run of agent
+    CLIs need not import it: ~0.1 s of CPU), since the task file's parser checked them."""
+
+    did: list[str]
+    chain_output: WrittenChainOutput | None = None
+    issues: str = ""
+    next: str = ""
+
+
 @record
 class SessionReport:
     task_id: str
@@ -26,7 +44,7 @@ class SessionReport:
     notices: list[str] = Factory(list)
     archived: list[str] = Factory(list)
     restored: bool = False  # the agent broke or deleted its own task file, which was put back
-    handoff: Handoff | None = None  # the agent's end_session (a run decides what to do with it)
+    handoff: Handoff | WrittenHandoff | None = None  # the agent's end_session, or its task file's (a run decides)
     review: dict | None = None  # a reviewer session's verdict (submit_review), or None
     uncommitted: list[str] | None = None  # right after its commit, as `flow.steps.evidence.uncommitted` says
     after: tuple[str, dict] | None = None  # HEAD and `git status` right after its commit, where known

@@ -155,3 +155,46 @@ def test_a_runs_first_agent_cli_starts_before_pydantic_is_imported(git_repo, tmp
     # one) and `dataclasses` imports `inspect` (~9 ms): the value classes on the way to the first
     # agent are records
     assert seen[0][2] == [], seen[0][2]
+
+
+WHOLE_RUN_PROBE = """
+import json, sys
+from specflux.cli.main import main
+argv, report = json.loads(sys.argv[1]), sys.argv[2]
+rc = main(argv)
+with open(report, "w") as f:
+    json.dump({"rc": rc, "pydantic": sorted(m for m in sys.modules if m.split(".")[0] == "pydantic")}, f)
+"""
+
+CLI_AGENT = r"""
+cat > /dev/null
+if [ "$SPECFLUX_ROLE" = reviewer ]; then
+  printf '%s' '{"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}]}' | @SPECFLUX@ submit-review --json - > /dev/null
+else
+  echo done >> out.txt
+  awk '$0 == "(To be completed)" { print "### Summary\nWrote out.txt.\n\n### For Downstream Tasks\nNone."; next } { print }' "$SPECFLUX_TASK_FILE" > "$SPECFLUX_TASK_FILE.tmp" && mv "$SPECFLUX_TASK_FILE.tmp" "$SPECFLUX_TASK_FILE"
+fi
+"""
+
+
+def test_a_run_of_agent_clis_never_imports_pydantic(git_repo, tmp_path):
+    """Coder, reviewer and the run's acceptance, with an agent CLI that writes its chain output in
+    the task file and hands its verdict in with `specflux submit-review`: the run reads both
+    without pydantic's models (a plain verdict, handin_rules.py; the task file's hand-off,
+    session_report.WrittenHandoff): ~0.1 s of CPU a run process, a worker's among them."""
+    root = git_repo
+    assert main(["init", str(root)]) == 0
+    assert main(["--root", str(root), "new", "Write a file", "--ac", "it exists"]) == 0
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=root, check=True)
+    agent = tmp_path / "agent.sh"
+    agent.write_text(CLI_AGENT.replace("@SPECFLUX@", f"{sys.executable} -m specflux.cli"))
+    report = tmp_path / "report.json"
+    argv = ["--root", str(root), "flow", "start", "--agent", "command", "--no-sandbox", "--cmd", f"sh {agent}"]
+    done = subprocess.run([sys.executable, "-c", WHOLE_RUN_PROBE, json.dumps(argv), str(report)], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert report.exists(), done.stderr
+    result = json.loads(report.read_text())
+    assert result["rc"] == 0 and "run completed" in done.stderr, done.stderr
+    assert "accepted" in done.stderr and (root / "out.txt").exists(), done.stderr
+    assert result["pydantic"] == [], result["pydantic"]
