@@ -135,19 +135,25 @@ with open(report, "w") as f:
 """
 
 
-def test_a_runs_first_agent_cli_starts_before_pydantic_is_imported(git_repo, tmp_path):
-    """Building pydantic's models is ~0.1 s of CPU: a run's first coder (an agent CLI, which calls
-    no tool) starts without it; the tools' input models and the hand-off load when first read.
-    And with no dataclass made on the way (there were ~45: ~20 ms)."""
-    root = git_repo
+def probe_a_run(root: Path, tmp_path: Path, probe: str, agent: str) -> tuple[Path, subprocess.CompletedProcess]:
+    """`flow start --agent command --cmd AGENT --no-sandbox` over one task in a fresh process running
+    `probe`: the report it wrote, and the process."""
     assert main(["init", str(root)]) == 0
     assert main(["--root", str(root), "new", "Write a file", "--ac", "it exists"]) == 0
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
     subprocess.run(["git", "commit", "-qm", "tasks"], cwd=root, check=True)
     report = tmp_path / "report.json"
-    argv = ["--root", str(root), "flow", "start", "--agent", "command", "--no-sandbox", "--cmd", "echo done > out.txt"]
-    done = subprocess.run([sys.executable, "-c", FIRST_AGENT_PROBE, json.dumps(argv), str(report)], cwd=root,
+    argv = ["--root", str(root), "flow", "start", "--agent", "command", "--no-sandbox", "--cmd", agent]
+    done = subprocess.run([sys.executable, "-c", probe, json.dumps(argv), str(report)], cwd=root,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    return report, done
+
+
+def test_a_runs_first_agent_cli_starts_before_pydantic_is_imported(git_repo, tmp_path):
+    """Building pydantic's models is ~0.1 s of CPU: a run's first coder (an agent CLI, which calls
+    no tool) starts without it; the tools' input models and the hand-off load when first read.
+    And with no dataclass made on the way (there were ~45: ~20 ms)."""
+    report, done = probe_a_run(git_repo, tmp_path, FIRST_AGENT_PROBE, "echo done > out.txt")
     assert report.exists(), done.stderr
     seen = json.loads(report.read_text())["seen"]
     assert seen and seen[0][:2] == ["coder", []], seen
@@ -182,19 +188,11 @@ def test_a_run_of_agent_clis_never_imports_pydantic(git_repo, tmp_path):
     the task file and hands its verdict in with `specflux submit-review`: the run reads both
     without pydantic's models (a plain verdict, handin_rules.py; the task file's hand-off,
     session_report.WrittenHandoff): ~0.1 s of CPU a run process, a worker's among them."""
-    root = git_repo
-    assert main(["init", str(root)]) == 0
-    assert main(["--root", str(root), "new", "Write a file", "--ac", "it exists"]) == 0
-    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=root, check=True)
     agent = tmp_path / "agent.sh"
     agent.write_text(CLI_AGENT.replace("@SPECFLUX@", f"{sys.executable} -m specflux.cli"))
-    report = tmp_path / "report.json"
-    argv = ["--root", str(root), "flow", "start", "--agent", "command", "--no-sandbox", "--cmd", f"sh {agent}"]
-    done = subprocess.run([sys.executable, "-c", WHOLE_RUN_PROBE, json.dumps(argv), str(report)], cwd=root,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    report, done = probe_a_run(git_repo, tmp_path, WHOLE_RUN_PROBE, f"sh {agent}")
     assert report.exists(), done.stderr
     result = json.loads(report.read_text())
     assert result["rc"] == 0 and "run completed" in done.stderr, done.stderr
-    assert "accepted" in done.stderr and (root / "out.txt").exists(), done.stderr
+    assert "accepted" in done.stderr and (git_repo / "out.txt").exists(), done.stderr
     assert result["pydantic"] == [], result["pydantic"]
