@@ -45,7 +45,7 @@ def drop_stale(root: Path, edited: Iterable[Path] = (), prefix: str | None = Non
     bytecode from before it. Without git, the edited files' drop is what there is."""
     edited = {path for path in edited if path.suffix == ".py"}
     by_parent: dict[Path, set[Path]] = {}
-    for path in (*edited, *_project_files(root, edited)):
+    for path in _project_files(root, edited):
         by_parent.setdefault(path.parent, set()).add(path)
     for parent, paths in by_parent.items():
         for folder in _folders(parent, prefix):
@@ -71,9 +71,9 @@ _LISTED: dict[Path, set[Path]] = {}  # root -> its Python files: git's list at t
 
 
 def _project_files(root: Path, edited: set[Path]) -> set[Path]:
-    """The project's Python files (a git process the first time a process asks for `root`; the
-    list kept then, with `edited` added: a validation a step, and a `git ls-files --others`
-    walks the whole tree)."""
+    """The project's Python files, `edited` among them (a git process the first time a process
+    asks for `root`; the list kept then, with `edited` added: a validation a step, and a
+    `git ls-files --others` walks the whole tree). Without git: `edited` alone."""
     known = _LISTED.get(root)
     if known is None:
         from specflux.vcs.process import run_git
@@ -81,9 +81,9 @@ def _project_files(root: Path, edited: set[Path]) -> set[Path]:
         try:
             listed = run_git(("ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "*.py"), root)
         except OSError:  # no such folder (the validation says so), no git
-            return set()
+            return set(edited)
         if listed.returncode != 0:  # not a git repository
-            return set()
+            return set(edited)
         known = _LISTED[root] = {root / name for name in listed.stdout.split("\0") if name}
     known.update(edited)
     return known
