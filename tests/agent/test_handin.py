@@ -4,6 +4,7 @@ session end to end through the real SDK."""
 from __future__ import annotations
 
 import io
+import os
 import json
 from pathlib import Path
 
@@ -473,7 +474,9 @@ def test_submit_review_in_its_own_process_checks_without_importing_pydantic(tmp_
             ({**REVIEW, "criteria_results": [{"criterion": "3", "met": True}]}, 1,
              "refused: criteria_results must judge each acceptance criterion of the task", "False")]:
         done = subprocess.run([sys.executable, "-c", probe], input=json.dumps(verdict), capture_output=True, text=True,
-                              env={**env, "SPECFLUX_TASK_FILE": str(task_file), "PATH": "/usr/bin:/bin"})
+                              env={**env, "SPECFLUX_TASK_FILE": str(task_file), "PATH": "/usr/bin:/bin",
+                                   **{k: os.environ[k] for k in ("PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE")
+                                      if k in os.environ}})  # the suite's bytecode folder (conftest.py)
         assert done.returncode == code and says in done.stdout + done.stderr, done.stdout + done.stderr
         assert done.stderr.strip().splitlines()[-1] == pydantic, done.stderr
     received = channel.receive().data
