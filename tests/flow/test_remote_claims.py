@@ -121,3 +121,97 @@ def test_an_integration_whose_claim_was_taken_over_is_refused_and_says_by_whom(t
     assert git(bare, "rev-parse", "main") == before  # the atomic push moved nothing
     assert [r for r in git(bare, "for-each-ref", "--format=%(refname)", "refs/specflux/claims/").split()] == \
         ["refs/specflux/claims/1"]
+
+
+HOLD = """#!/bin/sh
+# pre-receive: the push that finds {folder}/hold waits here (until {folder}/go) while others go through
+if mv {folder}/hold {folder}/held 2>/dev/null; then
+  touch {folder}/waiting
+  i=0; while [ ! -f {folder}/go ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+fi
+exit 0
+"""
+
+
+def test_an_integration_refused_by_the_remote_mid_push_merges_and_pushes_again_at_once(tmp_path):
+    """Two workers pushing at once: the remote takes one, and refuses the other's atomic push as a
+    whole (`cannot lock ref 'refs/heads/main'`, every ref `atomic transaction failed`). That
+    refusal names the branch, not the claim: the worker merges and pushes again at once, with no
+    look at its claim (`ls-remote`) and no wait."""
+    import threading
+
+    from specflux.flow.remote.claims import Claims
+    from specflux.flow.remote.integrate import integrate
+    from specflux.flow.remote.lease import Lease
+    from specflux.flow.remote.transport import Remote
+
+    bare = make_origin(tmp_path, [("Only", [])])
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(HOLD.format(folder=tmp_path))
+    hook.chmod(0o755)
+    a, b = clone(str(bare), tmp_path / "a"), clone(str(bare), tmp_path / "b")
+    ca = Claims(Remote(a, "origin", "main"), lease_s=60)
+    mine = ca.create("1", "wa", "run-a")
+    lease = Lease(ca, mine, "wa", "run-a", every_s=3600)
+    (a / "out-a.txt").write_text("wa's result\n")
+    git(a, "add", "out-a.txt")
+    git(a, "commit", "-q", "-m", "wa's result")
+    pushes, looks, slept = [], [], []
+    push, remote_ref = ca.remote.push, ca.remote.remote_ref
+    ca.remote.push = lambda *args, **kw: pushes.append(push(*args, **kw)) or pushes[-1]
+    ca.remote.remote_ref = lambda ref: looks.append(ref) or remote_ref(ref)
+    (tmp_path / "hold").touch()
+    result = []
+    worker = threading.Thread(target=lambda: result.append(integrate(ca.remote, lease, "1", sleep=slept.append)))
+    worker.start()
+    for _ in range(600):  # wa's push is at the remote, held
+        if (tmp_path / "waiting").exists():
+            break
+        time.sleep(0.05)
+    (b / "out-b.txt").write_text("another worker's result\n")
+    git(b, "add", "out-b.txt")
+    git(b, "commit", "-q", "-m", "another worker's result")
+    git(b, "push", "-q", "origin", "HEAD:main")  # lands while wa's push waits
+    (tmp_path / "go").touch()
+    worker.join(60)
+    assert result and result[0].outcome == "pushed" and result[0].tries == 2, result
+    refused = pushes[0]
+    assert not refused.ok and "atomic transaction failed" in refused.text and "cannot lock ref" in refused.text
+    assert list(refused.rejected()) == ["refs/heads/main"]  # the branch moved; the claim was as the lease said
+    assert looks == [] and slept == []
+    assert set(git(bare, "ls-tree", "--name-only", "main").split()) >= {"out-a.txt", "out-b.txt"}
+    assert git(bare, "for-each-ref", "refs/specflux/claims/") == ""  # deleted in the same push
+
+
+def test_pushes_refused_because_the_branch_moved_are_tried_again_at_once_then_with_backoff(tmp_path, monkeypatch):
+    """Workers finishing together are refused in turn; each refusal is another's result landing, so
+    the next try goes at once, QUICK_TRIES times, and only then with a growing, jittered wait."""
+    from specflux.flow.remote import integrate as integration
+    from specflux.flow.remote.claims import Claims
+    from specflux.flow.remote.lease import Lease
+    from specflux.flow.remote.transport import Remote
+
+    monkeypatch.setattr(integration, "QUICK_TRIES", 3)
+    bare = make_origin(tmp_path, [("Only", [])])
+    a, b = clone(str(bare), tmp_path / "a"), clone(str(bare), tmp_path / "b")
+    ca = Claims(Remote(a, "origin", "main"), lease_s=60)
+    lease = Lease(ca, ca.create("1", "wa", "run-a"), "wa", "run-a", every_s=3600)
+    (a / "out-a.txt").write_text("wa's result\n")
+    git(a, "add", "out-a.txt")
+    git(a, "commit", "-q", "-m", "wa's result")
+    push, pushed, slept = ca.remote.push, [], []
+
+    def others_first(*args, **kw):  # another worker's result lands just before each of wa's first 4 pushes
+        if len(pushed) < 4:
+            (b / f"other-{len(pushed)}.txt").write_text("another worker's result\n")
+            git(b, "add", "-A")
+            git(b, "commit", "-q", "-m", f"another worker's result {len(pushed)}")
+            git(b, "push", "-q", "origin", "HEAD:main")
+        pushed.append(push(*args, **kw))
+        return pushed[-1]
+    ca.remote.push = others_first
+    result = integration.integrate(ca.remote, lease, "1", sleep=slept.append)
+    assert result.outcome == "pushed" and result.tries == 5
+    assert [p.ok for p in pushed] == [False, False, False, False, True]
+    assert len(slept) == 2 and 0.05 <= slept[0] <= 0.1 and 0.1 <= slept[1] <= 0.2  # after tries 3 and 4, not 1 and 2
+    assert (b / "other-3.txt").exists() and "out-a.txt" in git(bare, "ls-tree", "--name-only", "main").split()

@@ -8,8 +8,9 @@ that lost its claim cannot integrate (its push is refused and it drops its resul
 task is completed on the remote once, every integration leaves its evidence, and a worker whose
 machine disappears mid-push leaves the remote before or after, never half.
 
-A push refused because the branch moved is fetched, merged and tried again after a backoff with
-jitter. A real conflict (code, or a task file the driver could not merge) is never forced: the
+A push refused because the branch moved is fetched, merged and tried again at once (another
+worker's result landed: workers finishing together take turns), and after QUICK_TRIES refusals in
+a row with a backoff with jitter. A real conflict (code, or a task file the driver could not merge) is never forced: the
 merge is aborted, the work pushed to `specflux/conflict/<task-id>`, and the caller marks the task
 `blocked` on the remote with a note saying where the work is.
 """
@@ -26,6 +27,7 @@ from specflux.flow.remote.marker import iso, marker
 from specflux.flow.remote.transport import DONE, Remote, backoff
 
 CONFLICTS = "refs/heads/specflux/conflict/"
+QUICK_TRIES = 8  # pushes refused because the branch moved that are tried again at once, before backing off
 
 
 @record
@@ -83,8 +85,10 @@ def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], N
                     lease.stop_renewing()
                     return Integrated("lost", lease.what_became(), tries, seconds=time.monotonic() - began)
         # the branch moved: another worker integrated first, and is done; merge with it and push at
-        # once (backing off only when that goes on happening: many workers finishing together)
-        wait = 0.0 if tries == 1 else backoff(tries - 1, base=0.1, cap=5.0)
+        # once. Workers finishing together are refused in turn (each refusal is another's result
+        # landing), and a wait would only add to the last one's; a crew larger than QUICK_TRIES
+        # refused that often backs off, so that it does not keep the remote busy with refusals.
+        wait = 0.0 if tries < QUICK_TRIES else backoff(tries - QUICK_TRIES + 1, base=0.1, cap=5.0)
         say(f"task {task}: the remote branch moved while pushing; merging again" + (f" in {wait:.1f} s" if wait else "")
             + f" (try {tries + 1})")
         if wait:

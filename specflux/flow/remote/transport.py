@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -32,6 +33,8 @@ DONE = "refs/specflux/done/"  # a completion record per task: what integrated (o
 RELEASED = "refs/specflux/released/"  # the last claim released by hand (or cleared) per task
 _REFUSED = ("[rejected]", "[remote rejected]", "stale info", "non-fast-forward", "fetch first", "atomic push failed",
             "already exists")
+_WHOLE = ("atomic push failed", "atomic transaction failed")  # a ref refused only with the push as a whole
+_LOCKED = re.compile(r"cannot lock ref '([^']+)': .*")  # the remote's word on a ref that moved under the push
 # The identity of the claim commits a worker makes: they are markers, not anyone's work.
 IDENTITY = {"GIT_AUTHOR_NAME": "specflux", "GIT_AUTHOR_EMAIL": "specflux@localhost",
             "GIT_COMMITTER_NAME": "specflux", "GIT_COMMITTER_EMAIL": "specflux@localhost"}
@@ -53,15 +56,20 @@ class Pushed:
     def rejected(self) -> dict[str, str]:
         """{ref: why} for each ref the push was refused on for a reason of its own (`stale info`:
         its lease did not match; `fetch first`, ...); refs refused only because an atomic push as a
-        whole failed are left out (`atomic push failed`): they were as the lease said."""
+        whole failed are left out: they were as the lease said. Git says which ref failed in two
+        ways: its own check, before sending (the others `atomic push failed`), or, when another
+        push moved a ref between the remote's advertisement and this update (two workers pushing
+        at once), the remote's `cannot lock ref '<ref>': ...`, every ref of the push reported as
+        `atomic transaction failed`."""
         out = {}
         for line in self.text.splitlines():
             flag, _, rest = line.partition("\t")
-            if flag != "!":
-                continue
-            spec, _, summary = rest.partition("\t")
-            if "atomic push failed" not in summary:
-                out[spec.rpartition(":")[2]] = summary.strip()
+            if flag == "!":
+                spec, _, summary = rest.partition("\t")
+                if not any(whole in summary for whole in _WHOLE):
+                    out[spec.rpartition(":")[2]] = summary.strip()
+            elif (locked := _LOCKED.search(line)) is not None:
+                out[locked[1]] = locked[0].strip()
         return out
 
 
@@ -256,7 +264,7 @@ class Remote:
     def remote_ref(self, ref: str) -> str | None:
         """What `ref` is on the remote right now (ls-remote), None when it does not exist."""
         def once():
-            done = self.git("ls-remote", self.name, ref)
+            done = self.git(*self._speed(), "ls-remote", self.name, ref)
             return done.returncode == 0, done.stdout
         for line in self._patiently("ls-remote", once).splitlines():
             sha, _, name = line.partition("\t")
