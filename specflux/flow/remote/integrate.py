@@ -53,26 +53,30 @@ def ensure_driver(remote: Remote) -> None:
 
 def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], None] = lambda line: None,
               sleep: Callable[[float], None] = time.sleep) -> Integrated:
-    """Merge HEAD with the remote branch and push it, deleting the claim in the same push."""
+    """Merge HEAD with the remote branch and push it, deleting the claim in the same push. HEAD
+    stays where it is: the merge is made beside the work tree (`merge`), and the caller checks the
+    remote branch out once it holds the result."""
     began = time.monotonic()
     ensure_driver(remote)  # here, not at the worker's start: two git processes fewer before its first agent
     ref = lease.claims.ref(task)
+    head = remote.rev("HEAD") or "HEAD"  # what is pushed: the task's work, merged with the branch where it moved
     tries = 0
     while True:
         tries += 1
         remote.fetch()
         tip = remote.rev(remote.tracking)
-        if tip and remote.git("merge-base", "--is-ancestor", tip, "HEAD").returncode:
-            conflicts = merge(remote, f"Merge {remote.name}/{remote.branch} into task {task}'s work")
+        if tip and remote.git("merge-base", "--is-ancestor", tip, head).returncode:
+            merged, conflicts = merge(remote, head, tip, f"Merge {remote.name}/{remote.branch} into task {task}'s work")
             if conflicts:
                 return Integrated("conflict", f"merge conflict with {remote.name}/{remote.branch} in "
                                   f"{', '.join(conflicts)}", tries, conflicts, time.monotonic() - began)
+            head = merged
         with lease.held() as claim:
             if lease.lost:
                 return Integrated("lost", lease.lost, tries, seconds=time.monotonic() - began)
-            record = integration_record(remote, lease, claim)
+            record = integration_record(remote, lease, claim, head)
             pushed = remote.push("--atomic", f"--force-with-lease={ref}:{claim.sha}",
-                                 f"HEAD:refs/heads/{remote.branch}", f":{ref}", f"+{record}:{DONE}{task}")
+                                 f"{head}:refs/heads/{remote.branch}", f":{ref}", f"+{record}:{DONE}{task}")
             if pushed.ok:
                 lease.stop_renewing()
                 return Integrated("pushed", "", tries, seconds=time.monotonic() - began)
@@ -95,22 +99,39 @@ def integrate(remote: Remote, lease: Lease, task: str, *, say: Callable[[str], N
             sleep(wait)
 
 
-def integration_record(remote: Remote, lease: Lease, claim: Claim) -> str:
-    """The completion record of this integration (see records.py): it vouches for HEAD, and keeps the claim."""
-    head = remote.rev("HEAD") or ""
+def integration_record(remote: Remote, lease: Lease, claim: Claim, head: str) -> str:
+    """The completion record of this integration (see records.py): it vouches for `head`, and keeps the claim."""
     return marker(remote, {"task": claim.task, "worker": lease.worker, "run": lease.run, "claim": claim.sha,
                            "at": iso(time.time())}, (head, claim.sha))
 
 
-def merge(remote: Remote, message: str) -> list[str]:
-    """Merge the fetched remote branch into HEAD; the paths that conflict ([] when clean: merged, or
-    nothing to merge). A conflicted merge is aborted: nothing is left half-merged."""
-    done = remote.git("-c", "maintenance.auto=false", "merge", "-q", "--no-ff", "--no-edit", "-m", message, remote.tracking)
+def merge(remote: Remote, head: str, tip: str, message: str) -> tuple[str, list[str]]:
+    """Merge `tip` (the fetched remote branch) into `head`: (the merge commit, []) when clean, ("",
+    the paths that conflict) when not. Made beside the work tree: `git merge-tree --write-tree`
+    (task files through their merge driver, as `git merge` would) and `git commit-tree`; nothing in
+    the work tree, the index or HEAD moves, so a conflict leaves nothing half-merged. (`git merge`
+    would save the work tree first, with a `git stash create` that reads all of it, and write it
+    twice; a worker checks the result out once, after the push.) Before git 2.38, which has no
+    `merge-tree --write-tree`: `git merge`, into HEAD (which is `head`), aborted on a conflict."""
+    if remote.merges_beside:
+        done = remote.git("merge-tree", "--write-tree", "--name-only", "--no-messages", head, tip)
+        tree, *listed = done.stdout.splitlines() or [""]
+        if done.returncode == 0 and tree:
+            made = remote.git("commit-tree", tree, "-p", head, "-p", tip, "-m", message)
+            if made.returncode == 0:
+                return made.stdout.strip(), []
+            return "", [f"(the merge commit could not be written: {made.stderr.strip() or 'no reason given'})"]
+        if done.returncode == 1 and listed:
+            return "", list(dict.fromkeys(listed))
+        if done.returncode != 129 and "usage:" not in done.stderr:
+            return "", ["(the merge failed: " + (done.stderr.strip() or "no reason given") + ")"]
+        remote.merges_beside = False  # an older git: merge in the work tree from now on
+    done = remote.git("-c", "maintenance.auto=false", "merge", "-q", "--no-ff", "--no-edit", "-m", message, tip)
     if done.returncode == 0:
-        return []
+        return remote.rev("HEAD") or "HEAD", []
     listed = remote.git("diff", "--name-only", "--diff-filter=U").stdout.split()
     remote.git("merge", "--abort")
-    return listed or ["(the merge failed: " + ((done.stderr or done.stdout).strip() or "no reason given") + ")"]
+    return "", listed or ["(the merge failed: " + ((done.stderr or done.stdout).strip() or "no reason given") + ")"]
 
 
 def keep_conflicted(remote: Remote, task: str) -> str:

@@ -93,6 +93,7 @@ class Remote:
         self._refs: dict[str, tuple[str, str]] | None = None  # the last fetch's snapshot, read once (`refs`)
         self._local: dict[str, str] | None = None  # this clone's config, as `remote.*`/`merge.specflux.*` read once
         self._empty_tree: str | None = None
+        self.merges_beside = True  # `git merge-tree --write-tree` (git 2.38 and later) until git says it has none
 
     @property
     def tracking(self) -> str:
