@@ -19,19 +19,18 @@ from __future__ import annotations
 import hmac
 import json
 import os
-import secrets
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specflux.base.records import record
 from specflux.agent.handin_cli import checked
 from specflux.agent.handin_rules import KEY_VAR, STEP_VAR, HandinError, Kind, sign
 
 FILE_NAME = "handin.json"
 
 
-@dataclass
+@record
 class Received:
     """What a step's session handed in: `data` (checked, in the tools' JSON shape) or None, and
     when None, why: `problem` (a malformed hand-in) or `tampered` (not made by this step's session)."""
@@ -48,7 +47,7 @@ class HandinChannel:
         self.step, self.kind = step, kind
         self.folder = Path(tempfile.mkdtemp(prefix="specflux-handin-", dir=parent))  # fresh, 0700, never reused
         self.path = self.folder / FILE_NAME
-        self.key = secrets.token_hex(32)
+        self.key = os.urandom(32).hex()  # as secrets.token_hex(32), without importing secrets
         self._received: Received | None = None
 
     def env(self) -> dict[str, str]:

@@ -9,11 +9,13 @@ A true conflict is left between git's markers (`<<<<<<< ours` / `=======` / `>>>
 from __future__ import annotations
 
 import re
-from difflib import SequenceMatcher
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from specflux.base.records import record
 from specflux.format.outline import split_lines
+
+if TYPE_CHECKING:
+    from difflib import SequenceMatcher
 
 OURS_MARKER, SEPARATOR, THEIRS_MARKER = "<<<<<<< ours", "=======", ">>>>>>> theirs"
 _MARKER_LINE = re.compile(r"^<{7}(?:[ \t]|$)", re.M)
@@ -64,6 +66,8 @@ def merge_lines(base: str, ours: str, theirs: str, boxes=((), (), ())) -> tuple[
     taken once, and changes that touch the same lines differently are left between markers.
     `boxes` are the offsets of criteria boxes in each text: their ticks merge apart (`_decide`)."""
     B, O, T = (_Version.of(text, bx) for text, bx in zip((base, ours, theirs), boxes))
+    from difflib import SequenceMatcher  # here: `lint` (conflict_lines) runs after every session, a merge seldom
+
     mo = SequenceMatcher(None, B.neutral, O.neutral, autojunk=False)
     mt = SequenceMatcher(None, B.neutral, T.neutral, autojunk=False)
     b2o, o2b = _alignment(mo, B, O)
@@ -159,6 +163,8 @@ def _alignment(matcher: SequenceMatcher, base: _Version, side: _Version) -> tupl
 def _pair_criteria(bl: list[int], sl: list[int], base: _Version, side: _Version) -> list[tuple[int, int]]:
     if len(bl) == len(sl) or len(bl) * len(sl) > 10_000:  # a rewritten list of hundreds: in order
         return list(zip(bl, sl))
+    from difflib import SequenceMatcher
+
     pairs, free = [], list(bl)
     for j in sl:
         scored = [(SequenceMatcher(None, base.neutral[i], side.neutral[j]).ratio(), i) for i in free]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from specflux.base.records import record
 from specflux.store.chain import Graph
 from specflux.store.config import ArchiveConfig
 from specflux.format.document import BOM, TaskDocument
@@ -14,7 +14,7 @@ from specflux.base.files import read_text
 from specflux.store.workspace import STATE_FILE, Workspace
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     path: str
     line: int | None

@@ -169,7 +169,8 @@ from specflux.cli.main import main
 argv, report = json.loads(sys.argv[1]), sys.argv[2]
 rc = main(argv)
 with open(report, "w") as f:
-    json.dump({"rc": rc, "pydantic": sorted(m for m in sys.modules if m.split(".")[0] == "pydantic")}, f)
+    json.dump({"rc": rc, "pydantic": sorted(m for m in sys.modules if m.split(".")[0] == "pydantic"),
+               "heavy": sorted(m for m in ("dataclasses", "inspect", "difflib", "secrets") if m in sys.modules)}, f)
 """
 
 CLI_AGENT = r"""
@@ -187,7 +188,10 @@ def test_a_run_of_agent_clis_never_imports_pydantic(git_repo, tmp_path):
     """Coder, reviewer and the run's acceptance, with an agent CLI that writes its chain output in
     the task file and hands its verdict in with `specflux submit-review`: the run reads both
     without pydantic's models (a plain verdict, handin_rules.py; the task file's hand-off,
-    session_report.WrittenHandoff): ~0.1 s of CPU a run process, a worker's among them."""
+    session_report.WrittenHandoff): ~0.1 s of CPU a run process, a worker's among them. Nor,
+    after a session, `dataclasses` (with `inspect`, `ast`, `tokenize`: ~6 ms), `difflib` (a merge's,
+    not a lint's) or `secrets` (a hand-in key is 32 random bytes): the four workers of a queue
+    end their first sessions at once, and each of them would pay that there."""
     agent = tmp_path / "agent.sh"
     agent.write_text(CLI_AGENT.replace("@SPECFLUX@", f"{sys.executable} -m specflux.cli"))
     report, done = probe_a_run(git_repo, tmp_path, WHOLE_RUN_PROBE, f"sh {agent}")
@@ -196,3 +200,4 @@ def test_a_run_of_agent_clis_never_imports_pydantic(git_repo, tmp_path):
     assert result["rc"] == 0 and "run completed" in done.stderr, done.stderr
     assert "accepted" in done.stderr and (git_repo / "out.txt").exists(), done.stderr
     assert result["pydantic"] == [], result["pydantic"]
+    assert result["heavy"] == [], result["heavy"]
