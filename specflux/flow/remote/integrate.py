@@ -10,9 +10,9 @@ machine disappears mid-push leaves the remote before or after, never half.
 
 A push refused because the branch moved is fetched, merged and tried again at once (another
 worker's result landed: workers finishing together take turns), and after QUICK_TRIES refusals in
-a row with a backoff with jitter. A real conflict (code, or a task file the driver could not merge) is never forced: the
-merge is aborted, the work pushed to `specflux/conflict/<task-id>`, and the caller marks the task
-`blocked` on the remote with a note saying where the work is.
+a row with a backoff with jitter. A real conflict (code, or a task file the driver could not
+merge) is never forced: nothing is merged, the work is pushed to `specflux/conflict/<task-id>`,
+and the caller marks the task `blocked` on the remote with a note saying where the work is.
 """
 
 from __future__ import annotations
