@@ -9,6 +9,7 @@ seed's JSONata conditions work on it verbatim.
 from __future__ import annotations
 
 import copy
+import marshal
 from typing import Any, Iterable, Mapping
 
 RUN_STATUSES = ("created", "running", "paused", "completed", "failed", "user_exit")
@@ -65,16 +66,15 @@ def fold(events: Iterable[dict[str, Any]], state: dict[str, Any] | None = None, 
 
 
 def copied(value: Any) -> Any:
-    """A deep copy of the run's state, which is JSON-shaped (dicts, lists, strings, numbers): ~3x
-    faster than copy.deepcopy; anything else is deep-copied."""
-    kind = type(value)
-    if kind is dict:
-        return {k: copied(v) for k, v in value.items()}
-    if kind is list:
-        return [copied(v) for v in value]
-    if value is None or kind is str or kind is int or kind is bool or kind is float:
-        return value
-    return copy.deepcopy(value)
+    """A deep copy of the run's state, which is JSON-shaped (dicts, lists, tuples, strings, numbers):
+    marshal's round trip in C, ~0.3 ms for the ~90 KB state of a 100-step run against ~0.7 ms for a
+    copy in Python and ~1.3 ms for copy.deepcopy (an early acceptance copies it every review, a
+    Python spec every decision). Like deepcopy it keeps an object met twice one object; a state
+    holding anything marshal cannot write is deep-copied."""
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except ValueError:  # not marshal's kind of value
+        return copy.deepcopy(value)
 
 
 def current_task(state: dict[str, Any]) -> dict[str, Any] | None:

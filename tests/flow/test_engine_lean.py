@@ -115,3 +115,31 @@ def test_a_spec_from_outside_specflux_cannot_change_the_run(tmp_path, capsys):
     state = Run(manager.ws, run.id).state()
     assert state["metrics"]["totalAttempts"] == 1
     assert state["tasks"][0]["status"] == "pending"  # no task_status event: what the spec wrote stayed in its copy
+
+
+def test_the_state_copy_is_deep_keeps_its_shapes_and_takes_anything():
+    """`copied` (what a Python spec and an early acceptance get): nothing of the original is
+    reachable from the copy, a tuple stays a tuple and an output met twice stays one object (as
+    the folded state has it); a value marshal cannot write is deep-copied all the same."""
+    from specflux.flow.state import copied
+
+    output = {"summary": "did it", "files": ["a.py"]}
+    state = {"tasks": [{"id": "1", "status": "pending"}], "bootMoment": (1, 2), "coderOutput": output,
+             "laneOutputs": {"1": {"coderOutput": output}}, "metrics": {"totalAttempts": 1, "costUsd": 0.5}}
+    copy_ = copied(state)
+    assert copy_ == state and type(copy_["bootMoment"]) is tuple
+    copy_["tasks"][0]["status"] = "complete"
+    copy_["coderOutput"]["files"].append("b.py")
+    copy_["metrics"]["totalAttempts"] = 999
+    assert state["tasks"][0]["status"] == "pending" and output["files"] == ["a.py"]
+    assert state["metrics"]["totalAttempts"] == 1
+    assert copy_["laneOutputs"]["1"]["coderOutput"] is copy_["coderOutput"]  # one object, as in the state
+
+    class Odd:
+        def __init__(self):
+            self.items = [1]
+
+    odd = {"odd": Odd()}
+    again = copied(odd)
+    again["odd"].items.append(2)
+    assert odd["odd"].items == [1]
