@@ -124,14 +124,19 @@ def merge(remote: Remote, head: str, tip: str, message: str) -> tuple[str, list[
         if done.returncode == 1 and listed:
             return "", list(dict.fromkeys(listed))
         if done.returncode != 129 and "usage:" not in done.stderr:
-            return "", ["(the merge failed: " + (done.stderr.strip() or "no reason given") + ")"]
+            return "", [_failed(done.stderr)]
         remote.merges_beside = False  # an older git: merge in the work tree from now on
     done = remote.git("-c", "maintenance.auto=false", "merge", "-q", "--no-ff", "--no-edit", "-m", message, tip)
     if done.returncode == 0:
         return remote.rev("HEAD") or "HEAD", []
     listed = remote.git("diff", "--name-only", "--diff-filter=U").stdout.split()
     remote.git("merge", "--abort")
-    return "", listed or ["(the merge failed: " + ((done.stderr or done.stdout).strip() or "no reason given") + ")"]
+    return "", listed or [_failed(done.stderr or done.stdout)]
+
+
+def _failed(said: str) -> str:
+    """A merge that failed for another reason than a conflict, as the paths' place in the answer says it."""
+    return "(the merge failed: " + (said.strip() or "no reason given") + ")"
 
 
 def keep_conflicted(remote: Remote, task: str) -> str:
