@@ -47,6 +47,7 @@ FAST = (
     "tests/agent/test_confine_held.py",
     "tests/agent/test_task_files_snapshot.py",
     "tests/agent/test_handin.py",
+    "tests/agent/test_plain_inputs.py",
     "tests/agent/test_preflight.py",
     "tests/agent/test_scripted_servers.py",
     "tests/agent/test_session_guards.py",

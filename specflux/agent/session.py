@@ -57,9 +57,9 @@ class TaskSide:
 
     def submit_review(self, review) -> str:
         """Refused unless it judges each of this task's own criteria (by number or exact text)."""
-        from specflux.agent.handin import check_judged
+        from specflux.agent.handin_rules import judges  # (handin.check_judged, without pydantic)
 
-        check_judged(review, [item[3] for item in self.manager.load(self.task_id).criteria_lines])
+        judges([r.criterion for r in review.criteria_results], [item[3] for item in self.manager.load(self.task_id).criteria_lines])
         self.review = review
         return "review recorded; stop now"
 

@@ -1,8 +1,9 @@
-"""What each tool of a session accepts (pydantic models), checked when the model calls it.
+"""What each tool of a session accepts (pydantic models): the judge of every input that does not
+fit as it is (plain_inputs.py takes those that do), and the words of every refusal.
 
-Apart from `tools.py` so that a session whose agent calls no tool (an agent CLI, a replay of one)
-never imports pydantic: building its models is ~0.1 s of CPU, paid before the first agent of
-every `flow start` and of every worker otherwise. `Toolbox.call` imports this module.
+Apart from `tools.py` so that a session whose agent makes only such calls (or calls no tool: an
+agent CLI) never imports pydantic: building its models is ~70 ms of CPU, paid before the first
+agent of every `flow start` and of every worker otherwise. `Toolbox.call` imports this module.
 """
 
 from __future__ import annotations
@@ -48,9 +49,8 @@ class IndexIn(_In):
     index: int
 
 
-# each tool's input model; None where the tool checks its raw input itself (handin.py)
-MODELS: dict[str, type[BaseModel] | None] = {
+# each tool's input model (submit_review and submit_tasks check their raw input: handin.py)
+MODELS: dict[str, type[BaseModel]] = {
     "read_file": PathIn, "list_files": ListIn, "search": SearchIn, "write_file": WriteIn,
     "edit_file": EditIn, "run_command": RunIn, "check_criterion": IndexIn, "end_session": Handoff,
-    "submit_review": None, "submit_tasks": None,
 }

@@ -37,6 +37,7 @@ SKIP_DIRS = frozenset({".git"})
 HIDDEN = (".specflux/recordings", ".specflux/locks")
 MAX_LISTED = 2000
 MAX_MATCHES = 200
+RAW_INPUT = frozenset({"submit_review", "submit_tasks"})  # checked by the tool itself (handin.py)
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")  # never handed to commands the agent runs
 
 _STR = {"type": "string"}
@@ -170,7 +171,7 @@ class Toolbox:
         self.ended: Handoff | None = None
         self.review: Review | None = None
         self.tasks: TaskPlan | None = None
-        # what each tool does, given its input checked by its model (tool_inputs.MODELS)
+        # what each tool does, given its input as its model reads it (plain_inputs.py, tool_inputs.MODELS)
         every: dict[str, Callable[[Any], str]] = {
             "read_file": self._read_file, "list_files": self._list_files, "search": self._search,
             "write_file": self._write_file, "edit_file": self._edit_file, "run_command": self._run_command,
@@ -193,15 +194,24 @@ class Toolbox:
         """Run tool `name`; every tool-level problem comes back as an error result."""
         if name not in self._tools:
             return ToolResult(f"unknown tool {name!r}; the tools are: {', '.join(self._tools)}", True)
-        from specflux.agent.tool_inputs import MODELS, ValidationError
+        from specflux.agent.plain_inputs import plain
 
-        model, run = MODELS[name], self._tools[name]
+        run = self._tools[name]
+        data = input if isinstance(input, dict) else {}
         try:
-            data = input if isinstance(input, dict) else {}
-            return ToolResult(run(data if model is None else model.model_validate(data)))
-        except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'input'}: {err['msg']}" for err in e.errors())
-            return ToolResult(f"bad input for {name}: {problems}", True)
+            if name in RAW_INPUT:
+                return ToolResult(run(data))
+            fits = plain(name, data)  # (the usual case: no pydantic)
+            if fits is None:
+                from specflux.agent.tool_inputs import MODELS, ValidationError
+
+                try:
+                    fits = MODELS[name].model_validate(data)
+                except ValidationError as e:
+                    problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'input'}: {err['msg']}"
+                                         for err in e.errors())
+                    return ToolResult(f"bad input for {name}: {problems}", True)
+            return ToolResult(run(fits))
         except (ToolError, SpecfluxError) as e:
             return ToolResult(str(e), True)
         except (OSError, UnicodeDecodeError) as e:
@@ -381,9 +391,9 @@ class Toolbox:
         return message
 
     def _submit_review(self, data: dict) -> str:
-        from specflux.agent.handin import HandinError, check_review
+        from specflux.agent.handin_rules import HandinError, review_of
 
-        review = self._checked("submit_review", check_review, data)
+        review = self._checked("submit_review", review_of, data)
         hook = getattr(self.hooks, "submit_review", None)
         if hook is not None:
             try:
@@ -405,7 +415,7 @@ class Toolbox:
         return f"{count} task{'s' if count != 1 else ''} recorded; stop now"
 
     def _checked(self, name: str, check: Callable[[Any], Any], data: dict) -> Any:
-        from specflux.agent.handin import HandinError
+        from specflux.agent.handin_rules import HandinError
 
         if self.handed_in:
             raise ToolError("you have already handed in; the session is over")

@@ -4,6 +4,7 @@ a fresh clone; identical, and then made to diverge by changing one recorded resp
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,25 @@ def test_a_replay_into_a_relative_folder_is_the_same_replay(git_repo, api, capsy
     assert not (into / ".specflux" / "reverted").exists()
     history = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=into, capture_output=True, text=True).stdout
     assert history.startswith(f"run {run_id}: completed"), history
+
+
+REPLAY_PROBE = """
+import json, sys
+from specflux.cli.main import main
+rc = main(json.loads(sys.argv[1]))
+print(json.dumps({"rc": rc, "pydantic": sorted(m for m in sys.modules if m.split(".")[0] == "pydantic")}))
+"""
+
+
+def test_a_replay_whose_tool_calls_fit_never_imports_pydantic(git_repo, api, capsys, tmp_path):
+    """Every call of the run (write_file, check_criterion, end_session with a chain output,
+    read_file, submit_review) fits its tool as it is: the replay reads them without pydantic's
+    models (plain_inputs.py, handin_rules.review_of), ~70 ms of a replay's CPU. The live run
+    imported it with the anthropic SDK; the replay talks to no SDK."""
+    repo, run_id = live_run(git_repo, api, capsys)
+    argv = ["--root", str(repo), "flow", "replay", run_id, "--into", str(tmp_path / "replayed")]
+    done = subprocess.run([sys.executable, "-c", REPLAY_PROBE, json.dumps(argv)], capture_output=True, text=True,
+                          timeout=300, env={k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")})
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["rc"] == 0, done.stderr
+    assert result["pydantic"] == [], result["pydantic"]
