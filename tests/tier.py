@@ -21,6 +21,7 @@ FAST = (
     "tests/base/test_synced_together.py",
     "tests/base/test_exit_watch.py",
     "tests/base/test_tidy.py",
+    "tests/base/test_not_durable_writes.py",
     # format: the lossless task file (property tests included)
     "tests/format/test_document.py",
     "tests/format/test_outline.py",

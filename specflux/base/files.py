@@ -187,9 +187,18 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
     """Replace `path` with `text` so that readers see the old file or the new one, never half.
     `sync=False`: without the fsyncs, for a file derived from others and rebuilt from them when it
     is missing, stale or broken (a run's state.json and narrative.md): after a power loss it may
-    be the old one or empty, which its reader must recognise."""
+    be the old one or empty, which its reader must recognise.
+
+    Inside `not_durable()` (a replay into a throw-away clone, which no one reads while the replay
+    writes it, and which a crash leaves to be thrown away) the bytes go into the file itself,
+    where it is a plain file of one name: a rename over a file makes ext4 start writing the new
+    one out at once (`auto_da_alloc`), ~0.1 ms a write against ~3 µs in place, and a 100-step
+    replay writes ~800 times."""
     import tempfile  # not at the top: `show` and `list` never write
 
+    if not durable() and _written_in_place(path, text.encode("utf-8")):
+        _wrote(path)
+        return
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
@@ -216,6 +225,33 @@ def atomic_write(path: Path, text: str, *, sync: bool = True) -> None:
         raise
     if sync:
         _fsync_dir(path.parent)
+
+
+def _written_in_place(path: Path, data: bytes) -> bool:
+    """`data` written into `path` itself (made if missing); False, with nothing written, where that
+    would not do what a replace does: a symbolic link (a replace puts a file in its place, and
+    writing through it could reach outside the clone), a file of several names, a read-only file."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o666)  # (the umask applies, as to a replace)
+    except OSError:  # a link (ELOOP), read-only (EACCES), made meanwhile (EEXIST): replace it
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return False
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if st.st_size > len(data):
+            os.ftruncate(fd, len(data))
+        observe_clock(os.fstat(fd))
+    finally:
+        os.close(fd)
+    return True
 
 
 def remove_stale_temps(path: Path) -> None:
