@@ -22,7 +22,8 @@ class WrittenChainOutput:
 class WrittenHandoff:
     """The hand-off an agent CLI made by writing its task file (its entry's **Did:**, its chain
     output), read as a `Handoff` is: the same fields, without pydantic's model (a run of agent
-    CLIs need not import it: ~0.1 s of CPU), since the task file's parser checked them."""
+    CLIs need not import it: ~0.1 s of CPU), since the task file's parser checked them. Also an
+    `end_session` call that fits the model as it is (plain_inputs.py)."""
 
     did: list[str]
     chain_output: WrittenChainOutput | None = None
