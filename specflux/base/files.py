@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 from specflux.base.crashpoint import crash_point
 from specflux.base.durability import durable, sync_later
+from specflux.base.leftovers import remove_stale_temps
 from specflux.base.errors import ParseError, SpecfluxError
 
 _UMASK = os.umask(0)
@@ -251,43 +252,6 @@ def _written_in_place(path: Path, data: bytes) -> bool:
         observe_clock(os.fstat(fd))
     finally:
         os.close(fd)
-    return True
-
-
-def remove_stale_temps(path: Path) -> None:
-    """Remove the temporary files of `path` that a killed process left behind (atomic_write's
-    `.NAME.PID.xxxx.tmp`, whose process is gone); the file itself was never half written."""
-    _remove_stale(path.parent, f".{path.name}.")
-
-
-def remove_stale_temps_in(folder: Path) -> None:
-    """remove_stale_temps for every file in `folder` (one listing: a resume tidying up)."""
-    _remove_stale(folder, ".")
-
-
-def _remove_stale(folder: Path, prefix: str) -> None:
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
-    except OSError:
-        return
-    for name in names:
-        parts = name[:-len(".tmp")].rsplit(".", 2)  # .NAME, PID, mkstemp's random part
-        if len(parts) != 3 or not parts[1].isdigit() or int(parts[1]) == os.getpid() or alive(int(parts[1])):
-            continue
-        try:
-            os.unlink(folder / name)
-        except OSError:
-            pass
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` runs (another user's too: it cannot be signalled, but it is there)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
     return True
 
 

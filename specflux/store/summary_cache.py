@@ -21,7 +21,8 @@ import time
 from _thread import get_ident
 from typing import TYPE_CHECKING, Callable
 
-from specflux.base.files import clock_passed, read_bytes, remove_stale_temps
+from specflux.base.files import clock_passed, read_bytes
+from specflux.base.leftovers import remove_stale_temps
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from specflux.base.errors import GitError
-from specflux.base.files import alive, stat_key
+from specflux.base.files import stat_key
+from specflux.base.leftovers import alive
 from specflux.base.records import record
 from specflux.vcs.index_journal import FOLLOW_JOURNAL, index_follows_head
 from specflux.vcs.process import FULL_SHA, NO_MAINTENANCE, check, committed_sha, nul_list

@@ -89,7 +89,8 @@ def test_temp_files_a_dead_process_left_are_removed_and_a_live_ones_kept(tmp_pat
     import subprocess
     import sys
 
-    from specflux.base.files import ChangeSet, remove_stale_temps_in
+    from specflux.base.files import ChangeSet
+    from specflux.base.leftovers import remove_stale_temps_in
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     pid = int(dead.stdout)

@@ -446,7 +446,7 @@ class ParallelEngine(Engine):
         keep = {Path(lane["worktree"]) for lane in needed}
         branches = {lane["branch"] for lane in needed} | {lane["previous"]["branch"] for lane in needed if lane.get("previous")}
         removed = self.worktrees.clean(keep=keep, keep_branches=branches)
-        from specflux.base.files import remove_stale_temps_in
+        from specflux.base.leftovers import remove_stale_temps_in
 
         states = self.manager.ws.states_dir.resolve().relative_to(self.worktrees.root.resolve())
         lanes = [Path(lane["worktree"]) / states for lane in needed]

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from specflux.base.files import alive, atomic_write
+from specflux.base.files import atomic_write
+from specflux.base.leftovers import alive
 
 
 class WorkerNote:
