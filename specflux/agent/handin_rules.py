@@ -4,7 +4,7 @@
 (`agrees`) and judges the task's own criteria (`judges`). `plain_review` is the way round the
 model for the common case of an agent CLI's `specflux submit-review` (a process of its own, where
 importing pydantic and building the models is ~80 ms of its ~120) and of the `submit_review` tool
-(`review_of`: an API session or its replay need not import pydantic): a verdict every field of which
+(plain_inputs.review_of: an API session or its replay need not import pydantic): a verdict every field of which
 already has its exact type, no text to strip and no key too many or missing is taken as the model
 would dump it; anything else goes to the model, which words every refusal
 (`tests/agent/test_handin.py` holds the two to the same answers).
@@ -16,7 +16,6 @@ import hashlib
 import hmac
 import json
 import re
-from types import SimpleNamespace
 from typing import Any, Literal, Sequence
 
 from specflux.base.errors import SpecfluxError
@@ -107,33 +106,6 @@ def plain_review(data: Any) -> dict[str, Any] | None:
     return {"approved": approved,
             "issues": [{"severity": i["severity"], "description": i["description"]} for i in issues],
             "criteria_results": [{"criterion": r["criterion"], "met": r["met"]} for r in results]}
-
-
-class PlainReview(SimpleNamespace):
-    """A verdict `plain_review` took, read as the Review model is: its fields as attributes (each
-    issue and criterion result too), `model_dump()` the dict. A reviewer's `submit_review` tool
-    call that fits gets one of these, and the session never imports pydantic for it."""
-
-    def __init__(self, plain: dict[str, Any]):
-        super().__init__(approved=plain["approved"], issues=[SimpleNamespace(**i) for i in plain["issues"]],
-                         criteria_results=[SimpleNamespace(**r) for r in plain["criteria_results"]])
-
-    def model_dump(self, mode: str = "python") -> dict[str, Any]:
-        return {"approved": self.approved, "issues": [vars(i).copy() for i in self.issues],
-                "criteria_results": [vars(r).copy() for r in self.criteria_results]}
-
-
-def review_of(data: Any) -> Any:
-    """`handin.check_review(data)`: a PlainReview where `plain_review` takes `data`, checked by
-    `agrees`; otherwise the Review model's answer, or its refusal."""
-    plain = plain_review(data)
-    if plain is None:
-        from specflux.agent.handin import check_review
-
-        return check_review(data)
-    agrees(plain["approved"], [(r["criterion"], r["met"]) for r in plain["criteria_results"]],
-           [i["description"] for i in plain["issues"] if i["severity"] == "blocker"])
-    return PlainReview(plain)
 
 
 def _exactly(item: Any, *keys: str) -> bool:

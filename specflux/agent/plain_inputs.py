@@ -5,7 +5,9 @@ refusal. Importing pydantic and building those models is ~70 ms of CPU: ~4% of a
 (bench/bench_flow.py), paid by every run of the API backend before its first tool call. Yet
 nearly every call an agent makes fits as it is. `plain` takes such an input (every field of its
 exact JSON type and within its bounds, none missing, no key too many) into an object with the
-model's attributes and the values the model would give them; anything else is None, and goes to
+model's attributes and the values the model would give them (`end_session`'s: a WrittenHandoff,
+the record a hand-off written in a task file is read into; `submit_review`'s, `review_of`: a
+PlainReview); anything else is None, and goes to
 the model, which accepts or refuses it in its own words (tests/agent/test_plain_inputs.py holds
 the two to the same values, case by case).
 """
@@ -15,9 +17,29 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from specflux.agent.session_report import WrittenChainOutput, WrittenHandoff
+from specflux.agent.handin_rules import agrees, plain_review
+from specflux.base.records import record
 
 REQUIRED = object()
+
+
+@record(frozen=True)
+class WrittenChainOutput:
+    summary: str
+    downstream: str = ""
+
+
+@record(frozen=True)
+class WrittenHandoff:
+    """The hand-off an agent CLI made by writing its task file (its entry's **Did:**, its chain
+    output), read as a `Handoff` is: the same fields, without pydantic's model (a run of agent
+    CLIs need not import it: ~0.1 s of CPU), since the task file's parser checked them. Also an
+    `end_session` call that fits the model as it is (`plain`)."""
+
+    did: list[str]
+    chain_output: WrittenChainOutput | None = None
+    issues: str = ""
+    next: str = ""
 
 
 def _str(value: Any) -> bool:
@@ -81,3 +103,30 @@ def _handoff(data: dict) -> WrittenHandoff | None:
             return None
         chain = WrittenChainOutput(chain["summary"], chain.get("downstream", ""))
     return WrittenHandoff(did=list(did), chain_output=chain, issues=issues, next=after)
+
+
+class PlainReview(SimpleNamespace):
+    """A verdict `handin_rules.plain_review` took, read as the Review model is: its fields as
+    attributes (each issue and criterion result too), `model_dump()` the dict."""
+
+    def __init__(self, plain: dict[str, Any]):
+        super().__init__(approved=plain["approved"], issues=[SimpleNamespace(**i) for i in plain["issues"]],
+                         criteria_results=[SimpleNamespace(**r) for r in plain["criteria_results"]])
+
+    def model_dump(self, mode: str = "python") -> dict[str, Any]:
+        return {"approved": self.approved, "issues": [vars(i).copy() for i in self.issues],
+                "criteria_results": [vars(r).copy() for r in self.criteria_results]}
+
+
+def review_of(data: Any) -> Any:
+    """`handin.check_review(data)` (the `submit_review` tool's input): a PlainReview where
+    `plain_review` takes `data`, held to `agrees` as the model's is; otherwise the model's
+    answer, or its refusal."""
+    plain = plain_review(data)
+    if plain is None:
+        from specflux.agent.handin import check_review
+
+        return check_review(data)
+    agrees(plain["approved"], [(r["criterion"], r["met"]) for r in plain["criteria_results"]],
+           [i["description"] for i in plain["issues"] if i["severity"] == "blocker"])
+    return PlainReview(plain)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specflux.agent.backend import SessionOutcome
-from specflux.agent.session_report import SessionReport, WrittenChainOutput, WrittenHandoff
+from specflux.agent.plain_inputs import WrittenChainOutput, WrittenHandoff
+from specflux.agent.session_report import SessionReport
 from specflux.base.errors import SpecfluxError
 from specflux.format.document import TaskDocument
 from specflux.format.fields import USAGE_UNKNOWN, format_usage

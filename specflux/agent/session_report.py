@@ -10,25 +10,7 @@ from specflux.base.records import Factory, record
 
 if TYPE_CHECKING:
     from specflux.agent.handoff import Handoff  # (pydantic: imported where a hand-off is read)
-
-
-@record(frozen=True)
-class WrittenChainOutput:
-    summary: str
-    downstream: str = ""
-
-
-@record(frozen=True)
-class WrittenHandoff:
-    """The hand-off an agent CLI made by writing its task file (its entry's **Did:**, its chain
-    output), read as a `Handoff` is: the same fields, without pydantic's model (a run of agent
-    CLIs need not import it: ~0.1 s of CPU), since the task file's parser checked them. Also an
-    `end_session` call that fits the model as it is (plain_inputs.py)."""
-
-    did: list[str]
-    chain_output: WrittenChainOutput | None = None
-    issues: str = ""
-    next: str = ""
+    from specflux.agent.plain_inputs import WrittenHandoff
 
 
 @record

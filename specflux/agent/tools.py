@@ -391,7 +391,8 @@ class Toolbox:
         return message
 
     def _submit_review(self, data: dict) -> str:
-        from specflux.agent.handin_rules import HandinError, review_of
+        from specflux.agent.handin_rules import HandinError
+        from specflux.agent.plain_inputs import review_of
 
         review = self._checked("submit_review", review_of, data)
         hook = getattr(self.hooks, "submit_review", None)

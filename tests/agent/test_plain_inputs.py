@@ -1,4 +1,4 @@
-"""plain_inputs.py and handin_rules.review_of against the pydantic models they stand in for: where
+"""plain_inputs.py (`plain`, `review_of`) against the pydantic models they stand in for: where
 the plain reading takes an input, the model takes it too, to the same values; where it does not,
 the model judges (and words any refusal). Every case here is one an agent could send."""
 
@@ -9,8 +9,8 @@ import math
 import pytest
 
 from specflux.agent.handin import check_review
-from specflux.agent.handin_rules import HandinError, PlainReview, review_of
-from specflux.agent.plain_inputs import FIELDS, plain
+from specflux.agent.handin_rules import HandinError
+from specflux.agent.plain_inputs import FIELDS, PlainReview, plain, review_of
 from specflux.agent.tool_inputs import MODELS, ValidationError
 
 TAKEN = [  # (tool, input): plain reads these, as the model would

@@ -117,7 +117,7 @@ print(json.dumps({"rc": rc, "pydantic": sorted(m for m in sys.modules if m.split
 def test_a_replay_whose_tool_calls_fit_never_imports_pydantic(git_repo, api, capsys, tmp_path):
     """Every call of the run (write_file, check_criterion, end_session with a chain output,
     read_file, submit_review) fits its tool as it is: the replay reads them without pydantic's
-    models (plain_inputs.py, handin_rules.review_of), ~70 ms of a replay's CPU. The live run
+    models (plain_inputs.py), ~70 ms of a replay's CPU. The live run
     imported it with the anthropic SDK; the replay talks to no SDK."""
     repo, run_id = live_run(git_repo, api, capsys)
     argv = ["--root", str(repo), "flow", "replay", run_id, "--into", str(tmp_path / "replayed")]

@@ -188,7 +188,7 @@ def test_a_run_of_agent_clis_never_imports_pydantic(git_repo, tmp_path):
     """Coder, reviewer and the run's acceptance, with an agent CLI that writes its chain output in
     the task file and hands its verdict in with `specflux submit-review`: the run reads both
     without pydantic's models (a plain verdict, handin_rules.py; the task file's hand-off,
-    session_report.WrittenHandoff): ~0.1 s of CPU a run process, a worker's among them. Nor,
+    plain_inputs.WrittenHandoff): ~0.1 s of CPU a run process, a worker's among them. Nor,
     after a session, `dataclasses` (with `inspect`, `ast`, `tokenize`: ~6 ms), `difflib` (a merge's,
     not a lint's) or `secrets` (a hand-in key is 32 random bytes): the four workers of a queue
     end their first sessions at once, and each of them would pay that there."""
