@@ -244,6 +244,7 @@ def _written_in_place(path: Path, data: bytes) -> bool:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
             return False
+        crash_point(f"atomic:{path.name}")  # (where a replace is killed too: the file still the old one)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
