@@ -25,7 +25,11 @@ it) and integrate (fetch, merge, one atomic push) in-process (target < 0.5 s eac
 `--against CHECKOUT`: instead, W workers of this specflux against W of another checkout (a
 `git worktree add` of an older commit), rounds interleaved, the per-round ratios of both figures.
 
-Usage: python bench/bench_remote.py [--quick] [--tasks T] [--delay S] [--workers W] [--rounds K] [--against DIR]
+`--jitter J`: sessions of DELAY x (1 + J x u), u in [-1, 1] fixed by task and role, so that both
+cases run the same sessions; with every session exactly DELAY (the default), workers that finish
+together meet again at their next integration and claim, which real agents' varying times avoid.
+
+Usage: python bench/bench_remote.py [--quick] [--tasks T] [--delay S] [--workers W] [--rounds K] [--jitter J] [--against DIR]
 """
 
 from __future__ import annotations
@@ -62,7 +66,10 @@ p=$PPID
 while [ "$p" -gt 1 ] && ! tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q ' flow start '; do p=$(awk '{ print $4 }' "/proc/$p/stat"); done
 awk '{ print $14 + $15 + $16 + $17 }' "/proc/$p/stat" >> "$SPECFLUX_BENCH_STAMPS.cpu" 2>/dev/null
 cat > /dev/null
-sleep "$SPECFLUX_BENCH_DELAY"
+# DELAY a session; with --jitter J, DELAY x (1 + J x u), u in [-1, 1] fixed by the task and role
+# (cksum): every case runs the same sessions, as long as they were, in whatever order its workers take them
+sleep "$(printf '%s' "$SPECFLUX_TASK_ID.$SPECFLUX_ROLE" | cksum | awk -v d="$SPECFLUX_BENCH_DELAY" \
+  -v j="${SPECFLUX_BENCH_JITTER:-0}" '{ printf "%.3f", d * (1 + j * (($1 % 2001) / 1000 - 1)) }')"
 if [ "$SPECFLUX_ROLE" = reviewer ]; then
   printf '%s\n' '{"approved": true, "issues": [], "criteria_results": [{"criterion": "1", "met": true}]}' | @SPECFLUX@ submit-review --json - > /dev/null
 else
@@ -146,9 +153,9 @@ class Queue:
     `go()` starts one worker process in each clone at once and waits for all of them."""
 
     def __init__(self, parent: Path, tasks: int, workers: int, agent: Path, delay: float, trace: bool = False,
-                 argv: list[str] | None = None, env: dict[str, str] | None = None):
+                 argv: list[str] | None = None, env: dict[str, str] | None = None, jitter: float = 0.0):
         self.folder = Path(tempfile.mkdtemp(prefix=f"queue-{workers}-", dir=parent))
-        self.tasks, self.agent, self.delay, self.trace = tasks, agent, delay, trace
+        self.tasks, self.agent, self.delay, self.trace, self.jitter = tasks, agent, delay, trace, jitter
         self.argv = argv or specflux_argv()  # the specflux under test (another checkout's, to compare two)
         self.env = env or {}  # over this process's environment (PYTHONPATH: the other checkout)
         self.bare = make_origin(self.folder, tasks)
@@ -164,7 +171,7 @@ class Queue:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         procs = []
         for i, c in enumerate(self.clones):
-            env = {**os.environ, **self.env, "SPECFLUX_BENCH_DELAY": str(self.delay),
+            env = {**os.environ, **self.env, "SPECFLUX_BENCH_DELAY": str(self.delay), "SPECFLUX_BENCH_JITTER": str(self.jitter),
                    "SPECFLUX_BENCH_STAMPS": str(self.stamps(i))}
             if self.trace:
                 env["GIT_TRACE"] = str(self.folder / f"trace-w{i}")
@@ -357,6 +364,8 @@ def main() -> None:
     p.add_argument("--delay", type=float)
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--rounds", type=int)
+    p.add_argument("--jitter", type=float, default=0.0, help="sessions of DELAY x (1 +- up to J), fixed per task and "
+                   "role (default 0: every session exactly DELAY, which keeps workers in step)")
     p.add_argument("--no-costs", action="store_true", help="leave out claim/renew/integrate in-process")
     p.add_argument("--against", metavar="CHECKOUT", help="instead: W workers of this specflux against W of another "
                    "checkout's (e.g. `git worktree add /tmp/old <commit>`), rounds interleaved")
@@ -382,7 +391,7 @@ def main() -> None:
         def setup(name: str) -> None:
             if name in queues:
                 queues.pop(name).close()
-            queues[name] = Queue(folder, tasks, 1 if name == one else w, agent, delay)
+            queues[name] = Queue(folder, tasks, 1 if name == one else w, agent, delay, jitter=a.jitter)
 
         def case(name: str):
             def go() -> None:
@@ -417,7 +426,8 @@ def main() -> None:
         def secs(values: list[float]) -> str:
             return f"{md(values) / 1000:.1f} ({min(values) / 1000:.1f}-{max(values) / 1000:.1f})"
 
-        print(f"{tasks} independent tasks, {delay:g} s a session (coder and reviewer); {rounds} rounds, the cases "
+        spread = f" (+-{a.jitter:.0%}, fixed per task and role)" if a.jitter else ""
+        print(f"{tasks} independent tasks, {delay:g} s{spread} a session (coder and reviewer); {rounds} rounds, the cases "
               f"interleaved; {load()} at the end\n")
         print(md_table(["case", "queue drained: last task integrated, s (min-max)", "every worker exited, s",
                         "agent floor s", "CPU s a task (min-max)"], [
