@@ -539,3 +539,30 @@ def test_flow_stop_keeps_each_unfinished_lanes_work_on_a_branch(project, tmp_pat
     assert f"unfinished work kept: task 1 on {kept['1']}" in specflux(project, "flow", "log").stdout
     resumed = specflux(project, "flow", "resume")
     assert f"git merge {kept['1']}" in resumed.stderr, resumed.stderr
+
+
+@pytest.mark.parametrize("approved", [True, False], ids=["approving", "rejecting"])
+def test_a_lanes_review_killed_after_its_commit_resumes_with_its_verdict(project, tmp_path, approved):
+    """A lane's reviewer writes its verdict down before its commit, as a one-lane run's does
+    (flow/steps/roles.py `_accepting`): `kill -9` after that commit, before the step's summary,
+    and the resumed run takes the verdict from the note: the review is not asked for again, and
+    is not read as a review that gave none."""
+    verdicts = [{"approved": True}] if approved else [
+        {"approved": False, "issues": [{"severity": "major", "description": "NOTES.md should say how many"}]},
+        {"approved": True}]
+    env = plan(tmp_path, coder__2=[{**PEARS, "sleep": 0}, {**PEARS, "sleep": 0}], reviewer__2=verdicts)
+    killed = start(project, {**env, "SPECFLUX_CRASH_AT": "atomic:s9-1.session.json"}, "2",  # (s9: the first review)
+                   "--parallel", "2")
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    again = specflux(project, "flow", "resume", env={**env, "SPECFLUX_CRASH_AT": ""}, timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert status(project)["status"] == "completed" and task_status(project, "2") == "complete"
+    state = tmp_path / "agent-state"
+    assert (state / "reviewer-2.count").read_text() == str(len(verdicts)), "the killed review ran once"
+    assert (state / "coder-2.count").read_text() == ("1" if approved else "2")
+    if not approved:  # sent back with the reviewer's issues, not "the review gave no verdict"
+        retry = context(tmp_path, "coder", "2", 2)
+        why = retry[retry.index("## Why "):]
+        assert why.startswith("## Why the last attempt was sent back") and "The reviewer requested changes" in why, why
+        assert "NOTES.md should say how many" in why, why
+    no_lanes_left(project)

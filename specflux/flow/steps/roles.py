@@ -270,14 +270,14 @@ class Roles:
         atomic_write(saved, json.dumps(summary, ensure_ascii=False), sync=False)  # (a power cut redoes the step)
         return summary
 
-    def _accepting(self, step: dict[str, Any], early: Path) -> Callable[[Any], list[Path] | None] | None:
-        """What the reviewer's session does before its commit: where the run's decision on its
-        verdict accepts the task, the task's completion goes into that commit (the files it wrote
-        are returned). The verdict (and the acceptance with the decision's moment, if any) is
-        written down first (`early`: a crash after the commit resumes from it: steps/crashed.py)."""
+    def _accepting(self, step: dict[str, Any], early: Path) -> Callable[[Any], list[Path] | None]:
+        """What the reviewer's session does before its commit: its verdict is written down
+        (`early`: a kill between the commit and the step's summary resumes with it, instead of
+        taking the committed review for one without a verdict: steps/crashed.py); and where the
+        engine decides on it there (`accept_in_commit`: one lane, specflux's own specs) and the
+        decision accepts the task, the task's completion goes into that commit (the files it
+        wrote are returned) and the note says so, with the decision's moment."""
         accept = self.accept_in_commit
-        if accept is None:
-            return None
 
         def before_commit(report) -> list[Path] | None:
             task_id = step["taskId"]
@@ -288,15 +288,18 @@ class Roles:
 
             from specflux.base.files import atomic_write, watching_writes
 
-            result = StepResult("OK", {"taskId": task_id, **report.review}, usage=_usage(report))
-            with watching_writes() as completed:
-                accepted = accept(step, result)
-            if accepted is not None:
-                self._accepted = {"accepted": task_id, "wired": accepted.wired, "moment": list(accepted.moment)}
+            completed: list[Path] | None = None
+            if accept is not None:
+                result = StepResult("OK", {"taskId": task_id, **report.review}, usage=_usage(report))
+                with watching_writes() as written:
+                    accepted = accept(step, result)
+                if accepted is not None:
+                    self._accepted = {"accepted": task_id, "wired": accepted.wired, "moment": list(accepted.moment)}
+                    completed = written
             # the verdict, accepted or not: a kill between the commit and the step's summary resumes with it
             atomic_write(early, json.dumps({"session": report.session, "review": report.review, **self._accepted}),
                          sync=False)  # (synced with the step's writes: synced_together)
-            return completed if accepted is not None else None
+            return completed
 
         return before_commit
 
