@@ -4,9 +4,9 @@
 (`agrees`) and judges the task's own criteria (`judges`). `plain_review` is the way round the
 model for the common case of an agent CLI's `specflux submit-review` (a process of its own, where
 importing pydantic and building the models is ~80 ms of its ~120) and of the `submit_review` tool
-(plain_inputs.review_of: an API session or its replay need not import pydantic): a verdict every field of which
-already has its exact type, no text to strip and no key too many or missing is taken as the model
-would dump it; anything else goes to the model, which words every refusal
+(plain_inputs.review_of: an API session or its replay need not import pydantic): a verdict every
+field of which already has its exact type, no text to strip and no key too many or missing is
+taken as the model would dump it; anything else goes to the model, which words every refusal
 (`tests/agent/test_handin.py` holds the two to the same answers).
 """
 

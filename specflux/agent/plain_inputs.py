@@ -7,9 +7,8 @@ nearly every call an agent makes fits as it is. `plain` takes such an input (eve
 exact JSON type and within its bounds, none missing, no key too many) into an object with the
 model's attributes and the values the model would give them (`end_session`'s: a WrittenHandoff,
 the record a hand-off written in a task file is read into; `submit_review`'s, `review_of`: a
-PlainReview); anything else is None, and goes to
-the model, which accepts or refuses it in its own words (tests/agent/test_plain_inputs.py holds
-the two to the same values, case by case).
+PlainReview); anything else is None, and goes to the model, which accepts or refuses it in its
+own words (tests/agent/test_plain_inputs.py holds the two to the same values, case by case).
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ class TaskSide:
         """Refused unless it judges each of this task's own criteria (by number or exact text)."""
         from specflux.agent.handin_rules import judges  # (handin.check_judged, without pydantic)
 
-        judges([r.criterion for r in review.criteria_results], [item[3] for item in self.manager.load(self.task_id).criteria_lines])
+        criteria = [item[3] for item in self.manager.load(self.task_id).criteria_lines]
+        judges([r.criterion for r in review.criteria_results], criteria)
         self.review = review
         return "review recorded; stop now"
 
