@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol
 
 from specflux.base.crashpoint import crash_point
 from specflux.base.durability import durable, sync_later
-from specflux.base.leftovers import remove_stale_temps
 from specflux.base.errors import ParseError, SpecfluxError
+from specflux.base.leftovers import remove_stale_temps
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
