@@ -43,15 +43,32 @@ def shipped() -> tuple[str, dict[str, Price]]:
 
 
 class Pricing:
-    """The shipped table with a workspace's overrides over it."""
+    """The shipped table with a workspace's overrides over it, read when a price is first asked
+    for: a session makes its Pricing before its agent starts and prices it after (the table's
+    TOML is ~3 ms of a worker's way to its first agent otherwise)."""
 
     def __init__(self, overrides: Mapping[str, Mapping[str, float]] | None = None):
-        self.date, table = shipped()
-        self.table = dict(table)
-        for model, rates in (overrides or {}).items():
-            base = self.table.get(model)
-            values = {k: getattr(base, k) for k in RATES} if base else {"input": 0.0, "output": 0.0}
-            self.table[model] = Price(**{**values, **rates})
+        self._overrides = overrides
+        self._table: dict[str, Price] | None = None
+        self._date = ""
+
+    @property
+    def table(self) -> dict[str, Price]:
+        if self._table is None:
+            self._date, shipped_table = shipped()
+            table = dict(shipped_table)
+            for model, rates in (self._overrides or {}).items():
+                base = table.get(model)
+                values = {k: getattr(base, k) for k in RATES} if base else {"input": 0.0, "output": 0.0}
+                table[model] = Price(**{**values, **rates})
+            self._table = table
+        return self._table
+
+    @property
+    def date(self) -> str:
+        """The shipped table's date."""
+        self.table  # (read with the table)
+        return self._date
 
     def price(self, model: str | None) -> Price | None:
         """The price of `model`: by its name, without a provider prefix or date suffix, or the

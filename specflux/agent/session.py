@@ -22,13 +22,6 @@ from specflux.base.files import deferred_interrupts, watching_writes
 from specflux.format.render import now_stamp
 from specflux.store.manager import commit_subject
 from specflux.agent.backend import SessionOutcome, SessionRequest, Usage
-from specflux.agent.progress_entry import (
-    handed_in_review,
-    number_agents_entries,
-    record_entry,
-    record_review,
-    settle_agent_edits,
-)
 from specflux.agent.restore import good_version, restore_broken, task_file_bytes, undo_changes
 from specflux.agent.session_report import SessionReport
 from specflux.agent.context import build_context
@@ -181,6 +174,10 @@ def run_session(
     finally:
         toolbox.close()
     outcome.duration_ms = outcome.duration_ms or int((time.monotonic() - started) * 1000)
+    # (what writes the session's entry: imported once its agent has stopped, not on the way to it)
+    from specflux.agent.progress_entry import (handed_in_review, number_agents_entries, record_entry, record_review,
+                                               settle_agent_edits)
+
     request.pricing.priced(outcome.usage)
     _say_uncounted(outcome.usage, request, say)
     report = SessionReport(task_id, outcome.stop, error=outcome.error, outcome=outcome)

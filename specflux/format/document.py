@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any, Iterator
 
 from specflux.base.errors import ParseError
-from specflux.format import edits, to_model
+from specflux.format import edits
 from specflux.format.criteria import find_criteria
 from specflux.format.edits import Edit, apply_edits
 from specflux.format.list_fields import read_list_fields
@@ -257,23 +257,36 @@ class TaskDocument:
         return not body or bool(PLACEHOLDER.fullmatch(body))
 
     # ----------------------------------------------------------------- the model (to_model.py)
+    # (imported where first asked for: `list`, and a worker on its way to its first agent, read no model)
 
     def to_state(self, task_id: str | None = None) -> "TaskState":
+        from specflux.format import to_model
+
         return to_model.to_state(self, task_id)
 
     def criteria(self) -> list["Criterion"]:
+        from specflux.format import to_model
+
         return to_model.criteria(self)
 
     def sessions(self) -> list["Session"]:
+        from specflux.format import to_model
+
         return to_model.sessions(self)
 
     def archived_summary(self) -> "ArchivedSummary | None":
+        from specflux.format import to_model
+
         return to_model.archived_summary(self)
 
     def chain_inputs(self) -> list["ChainInput"]:
+        from specflux.format import to_model
+
         return to_model.chain_inputs(self)
 
     def chain_output(self) -> "ChainOutput | None":
+        from specflux.format import to_model
+
         return to_model.chain_output(self)
 
     # ----------------------------------------------------------------- edits (edits.py)
