@@ -32,10 +32,21 @@ def check_start(manager: "TaskStateManager", graph: "Graph", chosen: list[str], 
         chosen = _not_complete(graph, chosen, say)
     from specflux.flow.record.holds import Holds
 
-    held = Holds(manager.ws).held({*chosen, *(d for t in chosen for d in graph.deps.get(t, []))})
+    holds = Holds(manager.ws)
+    held = holds.held({*chosen, *(d for t in chosen for d in graph.deps.get(t, []))})
     check_dependencies(graph, chosen, held)
     if not committed:
-        check_committed(manager, [t for t in chosen if t not in held])  # a held one: its run's refusal says it
+        free = [t for t in chosen if t not in held]  # a held one: its run's refusal says it
+        try:
+            check_committed(manager, free)
+        except Refused:
+            # a run started at the same moment may have taken some of them since `held` was read,
+            # and its session be at work in their files: that is not a change of the user's
+            taken = holds.held(free)
+            if not taken:
+                raise
+            held = {**held, **taken}
+            check_committed(manager, [t for t in free if t not in taken])
     for line in paused_elsewhere(manager, [t for t in chosen if t not in held]):
         say(line)
     return chosen

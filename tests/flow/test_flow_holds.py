@@ -90,3 +90,38 @@ def test_a_killed_runs_holds_are_stale_and_resume_takes_them_back(project, tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert status(project)["status"] == "completed"
     assert not list((Workspace(project).private_dir / "holds").glob("*.json")), "an ended run holds nothing"
+
+
+def test_a_start_racing_a_run_that_took_the_task_meanwhile_names_that_run(project, tmp_path, capsys, monkeypatch):
+    """Two `flow start`s of one task at the same moment: the second read the holds before the first
+    took them, and by the time it asked git whether the task files are committed, the first run's
+    session was at work in its task's file (what `test_racing_starts_build_each_task_once` met, once,
+    as "changes not committed"). The change is that run's, not the user's: the second start reads
+    the holds again and is refused as held by that run, naming it."""
+    from specflux.cli.main import main
+    from specflux.flow.record.holds import Holds
+
+    env = plan(tmp_path, coder__1=[{**FIX, "sleep": 600}])
+    first = _background(project, env, "flow", "start", "1")
+    try:
+        _wait_for(lambda: count(tmp_path, "coder", "1") == 1)
+        holder = status(project)["runId"]
+        with open(project / ".specflux" / "task-states" / "task-1-state.md", "a", encoding="utf-8") as f:
+            f.write("\n")  # its session at work in the task's file
+        reads = []
+        real_held = Holds.held
+
+        def held(self, task_ids, other_than=None):  # the first read: before the first run took its task
+            reads.append(1)
+            return {} if len(reads) == 1 else real_held(self, task_ids, other_than)
+
+        monkeypatch.setattr(Holds, "held", held)
+        capsys.readouterr()
+        code = main(["--root", str(project), "flow", "start", "1", "--agent", "command", "--cmd", "true"])
+        err = capsys.readouterr().err
+        assert code == 1, err
+        assert f"held by another run: task 1 (run {holder})" in err and "not committed" not in err, err
+    finally:
+        monkeypatch.undo()
+        specflux(project, "flow", "stop", holder, env=env)
+        first.wait(timeout=60)
