@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
-from specflux.agent.handin_rules import KEY_VAR, STEP_VAR, HandinError, Kind, agrees, judges, plain_review, sign
+from specflux.agent.handin_rules import KEY_VAR, STEP_VAR, HandinError, Kind, agreed_plain_review, judges, sign
 from specflux.base.errors import ParseError
 from specflux.base.files import atomic_write, os_error, read_text
 
@@ -79,14 +79,11 @@ def checked(kind: Kind, data: Any, task_file: str | None = None) -> dict[str, An
     """`data` checked as the tools check it, as its model dumps it (JSON); HandinError when refused.
     A review is also held to the criteria of `task_file` (the session's task), where given. (The
     run reads every hand-in through this too: handin_channel.py.)"""
-    plain = plain_review(data) if kind == "review" else None
+    plain = agreed_plain_review(data) if kind == "review" else None
     if plain is None:
         from specflux.agent.handin import CHECKS
 
         plain = CHECKS[kind](data).model_dump(mode="json")
-    else:
-        agrees(plain["approved"], [(r["criterion"], r["met"]) for r in plain["criteria_results"]],
-               [i["description"] for i in plain["issues"] if i["severity"] == "blocker"])
     if kind == "review" and task_file:
         judges([r["criterion"] for r in plain["criteria_results"]], task_criteria(task_file))
     return plain

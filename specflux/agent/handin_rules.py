@@ -108,6 +108,16 @@ def plain_review(data: Any) -> dict[str, Any] | None:
             "criteria_results": [{"criterion": r["criterion"], "met": r["met"]} for r in results]}
 
 
+def agreed_plain_review(data: Any) -> dict[str, Any] | None:
+    """`plain_review(data)` held to `agrees` as the model's verdict is (HandinError when it
+    contradicts itself); None where the model must judge it."""
+    plain = plain_review(data)
+    if plain is not None:
+        agrees(plain["approved"], [(r["criterion"], r["met"]) for r in plain["criteria_results"]],
+               [i["description"] for i in plain["issues"] if i["severity"] == "blocker"])
+    return plain
+
+
 def _exactly(item: Any, *keys: str) -> bool:
     return type(item) is dict and item.keys() == set(keys) and type(item[keys[0]]) is str
 

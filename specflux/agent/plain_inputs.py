@@ -16,7 +16,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from specflux.agent.handin_rules import agrees, plain_review
+from specflux.agent.handin_rules import agreed_plain_review
 from specflux.base.records import record
 
 REQUIRED = object()
@@ -105,7 +105,7 @@ def _handoff(data: dict) -> WrittenHandoff | None:
 
 
 class PlainReview(SimpleNamespace):
-    """A verdict `handin_rules.plain_review` took, read as the Review model is: its fields as
+    """A verdict `handin_rules.agreed_plain_review` took, read as the Review model is: its fields as
     attributes (each issue and criterion result too), `model_dump()` the dict."""
 
     def __init__(self, plain: dict[str, Any]):
@@ -119,13 +119,10 @@ class PlainReview(SimpleNamespace):
 
 def review_of(data: Any) -> Any:
     """`handin.check_review(data)` (the `submit_review` tool's input): a PlainReview where
-    `plain_review` takes `data`, held to `agrees` as the model's is; otherwise the model's
-    answer, or its refusal."""
-    plain = plain_review(data)
+    `agreed_plain_review` takes `data`; otherwise the model's answer, or its refusal."""
+    plain = agreed_plain_review(data)
     if plain is None:
         from specflux.agent.handin import check_review
 
         return check_review(data)
-    agrees(plain["approved"], [(r["criterion"], r["met"]) for r in plain["criteria_results"]],
-           [i["description"] for i in plain["issues"] if i["severity"] == "blocker"])
     return PlainReview(plain)
