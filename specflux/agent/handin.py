@@ -10,12 +10,11 @@ reasons, in the same words, either way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from specflux.agent.handin_rules import HandinError, agrees, joined, judges
+from specflux.agent.handin_rules import HandinError, agrees, joined
 
 Text = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 
@@ -86,13 +85,6 @@ def check_review(data: Any) -> Review:
     review = _validate(Review, data, "{approved, issues, criteria_results}")
     agrees(review.approved, [(r.criterion, r.met) for r in review.criteria_results],
            [i.description for i in review.issues if i.severity == "blocker"])
-    return review
-
-
-def check_judged(review: Review, criteria: Sequence[str]) -> Review:
-    """`review` when its `criteria_results` judge each of the task's own `criteria` and nothing
-    else (`handin_rules.judges`); HandinError listing what it must answer otherwise."""
-    judges([r.criterion for r in review.criteria_results], criteria)
     return review
 
 

@@ -50,7 +50,7 @@ class TaskSide:
 
     def submit_review(self, review) -> str:
         """Refused unless it judges each of this task's own criteria (by number or exact text)."""
-        from specflux.agent.handin_rules import judges  # (handin.check_judged, without pydantic)
+        from specflux.agent.handin_rules import judges  # (without pydantic: the verdict may be a PlainReview)
 
         criteria = [item[3] for item in self.manager.load(self.task_id).criteria_lines]
         judges([r.criterion for r in review.criteria_results], criteria)
