@@ -50,13 +50,11 @@ class Pricing:
     def __init__(self, overrides: Mapping[str, Mapping[str, float]] | None = None):
         self._overrides = overrides
         self._table: dict[str, Price] | None = None
-        self._date = ""
 
     @property
     def table(self) -> dict[str, Price]:
         if self._table is None:
-            self._date, shipped_table = shipped()
-            table = dict(shipped_table)
+            table = dict(shipped()[1])
             for model, rates in (self._overrides or {}).items():
                 base = table.get(model)
                 values = {k: getattr(base, k) for k in RATES} if base else {"input": 0.0, "output": 0.0}
@@ -67,8 +65,7 @@ class Pricing:
     @property
     def date(self) -> str:
         """The shipped table's date."""
-        self.table  # (read with the table)
-        return self._date
+        return shipped()[0]
 
     def price(self, model: str | None) -> Price | None:
         """The price of `model`: by its name, without a provider prefix or date suffix, or the
